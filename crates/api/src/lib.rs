@@ -1,20 +1,43 @@
 //! The agentsessions v0.3.0 SPI in Rust: the domain types that the journal stores and the wire
-//! carries, the traits hosts and backends implement, the errors they share, and the two built-in
-//! authorizers.
+//! carries, the traits hosts and backends implement, the errors they share, the model policy and
+//! the two built-in authorizers.
 //!
 //! This crate does no I/O and knows nothing of protobuf or tokio. Asynchronous trait methods are
-//! plain futures; cancellation is dropping the future (the seed's `context.Context`).
+//! plain futures (`async_trait`, so the traits stay usable as `dyn`); cancellation is dropping the
+//! future (the seed's `context.Context`).
 //!
 //! Module map:
 //! - [`content`]: messages, parts, tool calls/results, model requests and responses, approvals.
 //! - [`event`]: [`Event`], [`EventKind`], the typed [`EventBody`], lifecycle and execution start.
 //! - [`session`]: [`Session`] and its state axes, snapshots, compute refs, caller identity.
+//! - [`harness`]: the Bring-Your-Own-Harness SPI: [`Harness`], [`EventSink`], [`Start`],
+//!   [`Descriptor`], [`Capabilities`], [`IdentityContext`] and [`TokenMinter`].
+//! - [`runtime`]: the compute SPI: [`Runtime`], [`InstanceRestorer`], [`Incarnation`],
+//!   [`SessionSpec`], [`SnapshotKind`], [`ForkOpts`].
+//! - [`authz`]: [`Action`], [`AuthorizationRequest`], the [`Authorizer`] trait,
+//!   [`OwnerAuthorizer`] and [`OwnerAllowlistAuthorizer`].
+//! - [`policy`]: [`ModelPolicy`], host-owned model admission.
+//! - [`error`]: [`ApiError`] (the seed's error values and error trees), [`StatusCode`] and
+//!   [`is_park_unwind`].
 #![warn(missing_docs)]
 
+pub mod authz;
 pub mod content;
+pub mod error;
 pub mod event;
+pub mod harness;
+pub mod policy;
+pub mod runtime;
 pub mod session;
 
+#[cfg(test)]
+mod testutil;
+
+pub use authz::*;
 pub use content::*;
+pub use error::*;
 pub use event::*;
+pub use harness::*;
+pub use policy::*;
+pub use runtime::*;
 pub use session::*;

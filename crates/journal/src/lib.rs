@@ -1,1 +1,41 @@
-//! journal
+//! The agentsessions journal: an append-only, hash-chained event log per session with the
+//! session metadata and harness registry stored beside it.
+//!
+//! One writer per session is enforced by the journal itself (CAS on the head plus a fence the
+//! journal mints), not by the callers' good behavior; see [`Journal`].
+//!
+//! Module map:
+//! - [`journal`]: the [`Journal`] trait and its metadata types.
+//! - [`record`]: [`LogRecord`], the envelope around each event.
+//! - [`chain`]: preparing events for the chain, the chain verifier ([`verify_records`],
+//!   [`verify_raw`]) that tells tampering apart from undecodable records.
+//! - [`memory`]: [`MemoryJournal`], the reference semantics.
+//! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
+//! - [`export`]: import and export of journals in the reference JSON format.
+//! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
+//!   the id formats and checks every backend shares.
+//! - `conformance` (feature `test-util`): the behavioral suite every backend runs.
+#![warn(missing_docs)]
+
+pub mod chain;
+#[cfg(any(test, feature = "test-util"))]
+pub mod conformance;
+pub mod error;
+pub mod export;
+pub mod journal;
+pub mod memory;
+pub mod page_token;
+pub mod projection;
+pub mod record;
+pub mod rules;
+pub mod sqlite;
+
+pub use chain::{ChainFault, ChainSummary, TamperReason, verify_raw, verify_records};
+pub use error::{JournalError, Result};
+pub use journal::{
+    HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
+    SessionRow,
+};
+pub use memory::MemoryJournal;
+pub use record::LogRecord;
+pub use sqlite::{SqliteJournal, SqliteOptions};

@@ -1,0 +1,107 @@
+//! Architecture rules as a test (STYLE rule 15): internal dependencies point one way
+//! (`api <- wire <- journal <- controller <- placement <- server <- cli`), the plug-in crates
+//! never depend on the server, and the neutral core depends on no backend, vendor or producer
+//! crate.
+#![allow(clippy::tests_outside_test_module)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// For each workspace crate (directory name), the internal crates it may depend on.
+fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
+    let core = [
+        "api",
+        "wire",
+        "journal",
+        "controller",
+        "placement",
+        "server",
+    ];
+    let mut map = BTreeMap::new();
+    for (i, name) in core.iter().enumerate() {
+        let mut deps: BTreeSet<&str> = core[..i].iter().copied().collect();
+        if *name == "server" {
+            deps.extend(["harnesswire", "runtime", "model", "harnesses"]);
+        }
+        map.insert(*name, deps);
+    }
+    for plugin in ["harnesswire", "runtime", "model", "harnesses"] {
+        map.insert(
+            plugin,
+            BTreeSet::from(["api", "wire", "harnesswire", "model"]),
+        );
+    }
+    let everything: BTreeSet<&str> = map.keys().copied().collect();
+    map.insert("cli", everything.clone());
+    map.insert("client", BTreeSet::from(["api", "wire"]));
+    map.insert("conformance", everything);
+    map
+}
+
+/// Crates the neutral core must never pull in: vendor SDKs, producer clients, runtime backends.
+const FORBIDDEN_IN_CORE: &[&str] = &[
+    "async-openai",
+    "anthropic",
+    "octocrab",
+    "aws-sdk",
+    "azure",
+    "kube",
+    "agentsessions-model",
+    "agentsessions-runtime",
+    "agentsessions-harnesses",
+];
+
+#[test]
+fn dependency_arrows_point_one_way() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let allowed = allowed();
+    let packages = meta["packages"].as_array().expect("packages");
+    assert!(packages.len() >= 3, "expected the workspace crates");
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        let short = name
+            .strip_prefix("agentsessions-")
+            .expect("crates are agentsessions-<dir>");
+        let may = allowed
+            .get(short)
+            .unwrap_or_else(|| panic!("crate {name} is not in the architecture; add it"));
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            if dep["kind"].as_str() == Some("dev") {
+                continue;
+            }
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if let Some(internal) = dep_name.strip_prefix("agentsessions-") {
+                assert!(
+                    may.contains(internal),
+                    "{name} must not depend on {dep_name} (arrows: api <- wire <- journal <- \
+                     controller <- placement <- server <- cli)"
+                );
+            }
+            if ["api", "wire", "journal", "controller", "placement"].contains(&short) {
+                assert!(
+                    !FORBIDDEN_IN_CORE.iter().any(|f| dep_name.starts_with(f)),
+                    "neutral core crate {name} depends on {dep_name}"
+                );
+            }
+        }
+    }
+}

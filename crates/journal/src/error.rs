@@ -1,0 +1,100 @@
+//! [`JournalError`]: everything a journal operation can report.
+
+use agentsessions_wire::WireError;
+
+/// Result alias for journal operations.
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;
+
+/// Why a journal operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The CAS cursor did not match the session head (semantics §1.4 step 1); re-read and retry.
+    #[error("append conflict on session {session}: expected last seq {expected}, head is {actual}")]
+    Conflict {
+        /// Session uid.
+        session: String,
+        /// The caller's expected last seq.
+        expected: i64,
+        /// The actual head.
+        actual: i64,
+    },
+    /// The writer's fence was superseded by a newer one (semantics §1.4 step 2).
+    #[error("session {session}: fence {fence} is superseded by fence {current}")]
+    Fenced {
+        /// Session uid.
+        session: String,
+        /// The fence the writer presented.
+        fence: i64,
+        /// The session's current fence.
+        current: i64,
+    },
+    /// No metadata row exists for the session.
+    #[error("session {0} not found")]
+    SessionNotFound(String),
+    /// A list page token that this journal did not issue.
+    #[error("invalid page token: {0}")]
+    InvalidPageToken(String),
+    /// An argument outside its domain (negative seq, empty session uid…).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The database is stamped with a schema this build does not understand; nothing was written.
+    #[error("unsupported journal schema version {found} (this build supports up to {supported})")]
+    UnsupportedSchema {
+        /// The stamp found in the file.
+        found: i64,
+        /// The newest version this build writes.
+        supported: i64,
+    },
+    /// The event cannot be put on the wire or canonicalized (NaN in a Struct, bad timestamp…).
+    #[error("event cannot be journaled: {0}")]
+    InvalidEvent(#[source] WireError),
+    /// A stored event could not be decoded.
+    #[error("session {session} seq {seq}: stored event is undecodable: {reason}")]
+    Undecodable {
+        /// Session uid.
+        session: String,
+        /// Record seq.
+        seq: i64,
+        /// What failed.
+        reason: String,
+    },
+    /// A transport-only event (PARKED) was offered for the journal.
+    #[error("{0} events are transport-only and are never journaled")]
+    NotJournalable(&'static str),
+    /// A harness registration under the name exists with a different spec.
+    #[error("harness {0} is already registered with a different spec")]
+    HarnessExists(String),
+    /// The harness name is reserved (built in, or used by existing sessions).
+    #[error("harness name {0} is reserved")]
+    HarnessNameReserved(String),
+    /// No registration under that name.
+    #[error("harness {0} not found")]
+    HarnessNotFound(String),
+    /// The storage engine failed.
+    #[error("storage error: {0}")]
+    Storage(#[from] rusqlite::Error),
+    /// Filesystem error opening the journal.
+    #[error("journal i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The batch holding this write failed to commit; nothing of it is durable.
+    #[error("journal commit failed, nothing was written: {0}")]
+    CommitFailed(String),
+    /// The journal's writer has shut down.
+    #[error("journal is closed")]
+    Closed,
+}
+
+impl JournalError {
+    /// Whether retrying after re-reading the head may succeed (CAS conflict, busy database).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Conflict { .. } => true,
+            Self::CommitFailed(reason) => reason.contains("locked") || reason.contains("busy"),
+            Self::Storage(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The [`Journal`] trait and the metadata types it stores.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use agentsessions_api::{ComputeState, Event, IdentityRef, Origin, Timestamp};
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::record::LogRecord;
+
+/// The project a session lands in when none is given.
+pub const DEFAULT_PROJECT: &str = "default";
+/// List page size when the caller asks for 0 or less.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// Largest list page; larger requests are clamped, not refused.
+pub const MAX_PAGE_SIZE: usize = 500;
+
+/// What a session *is*: the metadata row that exists from creation on, before any event
+/// (semantics §1.6). Fence, compute state and last seq are owned by the journal and are not
+/// part of what a caller writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRow {
+    /// Session uid.
+    pub uid: String,
+    /// Project; empty means the journal's default project.
+    pub project: String,
+    /// Display name.
+    pub name: String,
+    /// Harness name.
+    pub harness: String,
+    /// Model id.
+    pub model: String,
+    /// Parent uid for a fork child.
+    pub parent_uid: String,
+    /// Parent seq the child was forked at.
+    pub fork_seq: i64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// External context.
+    pub origin: Option<Origin>,
+    /// Recorded provenance.
+    pub identity: IdentityRef,
+    /// Creation time; `None` means now on insert and unchanged on update.
+    pub created_at: Option<Timestamp>,
+}
+
+/// A session's metadata joined with what the journal derives for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The stored row (`created_at` always set).
+    pub row: SessionRow,
+    /// Highest committed seq, 0 when the log is empty.
+    pub last_seq: i64,
+    /// The compute projection of §1.7.
+    pub compute_state: ComputeState,
+    /// The current fence, 0 when none was minted.
+    pub fence: i64,
+    /// Last metadata or log change.
+    pub updated_at: Timestamp,
+}
+
+/// One page request of [`Journal::list_sessions`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Exact project; empty means the default project.
+    pub project: String,
+    /// Page size; 0 or less is [`DEFAULT_PAGE_SIZE`], more than [`MAX_PAGE_SIZE`] is clamped.
+    pub page_size: i64,
+    /// Opaque token from a previous page; empty for the first page.
+    pub page_token: String,
+}
+
+impl ListQuery {
+    /// The effective page size after defaulting and clamping.
+    pub fn effective_size(&self) -> usize {
+        match usize::try_from(self.page_size) {
+            Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
+            Ok(n) => n.min(MAX_PAGE_SIZE),
+        }
+    }
+}
+
+/// One page of sessions, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPage {
+    /// The sessions on this page.
+    pub sessions: Vec<SessionInfo>,
+    /// Token for the next page; empty on the last page.
+    pub next_page_token: String,
+}
+
+/// Lifecycle state of a registered harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HarnessState {
+    /// Selectable by new sessions.
+    Active,
+    /// Refused for new sessions; existing sessions keep working.
+    Retired,
+}
+
+/// A stored harness registration (semantics §1.5 v2, §7.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessRow {
+    /// Registry name (an RFC 1123 label).
+    pub name: String,
+    /// Server-assigned id, stable across unchanged and reactivating registrations.
+    pub uid: String,
+    /// Canonical proto3-JSON of the spec.
+    pub spec: String,
+    /// `sha256:` digest of `spec`.
+    pub spec_digest: String,
+    /// Active or retired.
+    pub state: HarnessState,
+    /// Reason given on the first retirement.
+    pub retire_reason: String,
+    /// Time of the first retirement.
+    pub retired_at: Option<Timestamp>,
+    /// Registration time.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+}
+
+/// What a registration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RegisterOutcome {
+    /// A new registration.
+    Created,
+    /// The identical spec was already active under the name.
+    Unchanged,
+    /// The identical spec was retired and is active again.
+    Reactivated,
+}
+
+/// The durable, hash-chained session log with its metadata (semantics §1).
+///
+/// One writer per session is enforced by two checks inside one atomic append:
+///
+/// ```text
+///   append(session, expected_last_seq, fence, event)
+///     1. expected_last_seq == head(session)      else Conflict   (CAS)
+///     2. fence >= stored fence of session         else Fenced     (superseded writer)
+///     3. seq = head + 1; prev_hash = hash(head) or ""; hash = content_hash(prev, seq, event)
+///     4. insert + metadata touch + compute projection, in the same transaction
+/// ```
+///
+/// Only [`Journal::new_fence`] raises a session's fence; appending with a higher fence does not.
+#[async_trait]
+pub trait Journal: Send + Sync + Debug {
+    /// Appends `event` as record `head + 1` and returns the committed record. Returns only after
+    /// the record is durable.
+    ///
+    /// # Errors
+    /// [`Conflict`](crate::JournalError::Conflict) when `expected_last_seq` is not the head,
+    /// [`Fenced`](crate::JournalError::Fenced) when `fence` is below the session's fence,
+    /// [`InvalidEvent`](crate::JournalError::InvalidEvent) when the event cannot be canonicalized
+    /// (nothing is written), [`NotJournalable`](crate::JournalError::NotJournalable) for PARKED,
+    /// and storage failures.
+    async fn append(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        event: Event,
+    ) -> Result<LogRecord> {
+        let mut records = self
+            .append_batch(session, expected_last_seq, fence, vec![event])
+            .await?;
+        records.pop().ok_or_else(|| {
+            crate::JournalError::InvalidArgument("append committed no record".to_owned())
+        })
+    }
+
+    /// Appends `events` as consecutive records `head + 1 ..`, all or nothing, in one durable
+    /// commit. The CAS and fence checks are those of [`Journal::append`], made once for the
+    /// batch. An empty batch checks them and writes nothing.
+    ///
+    /// # Errors
+    /// As [`Journal::append`]; when any event is invalid nothing is written.
+    async fn append_batch(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>>;
+
+    /// Atomically increments and returns the session's fence, creating its row (fence 1) when
+    /// missing. Every holder of an older fence is refused from then on.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn new_fence(&self, session: &str) -> Result<i64>;
+
+    /// The highest committed seq, or 0.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn head(&self, session: &str) -> Result<i64>;
+
+    /// Records with `from <= seq <= to` in order (`to == 0` means up to the head), hashes
+    /// verbatim.
+    ///
+    /// # Errors
+    /// [`Undecodable`](crate::JournalError::Undecodable) for a stored event that does not decode,
+    /// storage failures.
+    async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>>;
+
+    /// Inserts or updates a session's metadata row. It never touches the fence or the compute
+    /// projection (a new row starts at `NONE`).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn put_session(&self, row: SessionRow) -> Result<()>;
+
+    /// The session's metadata and derived state.
+    ///
+    /// # Errors
+    /// [`SessionNotFound`](crate::JournalError::SessionNotFound) when no row exists.
+    async fn session_info(&self, uid: &str) -> Result<SessionInfo>;
+
+    /// One page of a project's sessions ordered by (created_at desc, uid asc), including
+    /// sessions with no events.
+    ///
+    /// # Errors
+    /// [`InvalidPageToken`](crate::JournalError::InvalidPageToken) for a token this journal did
+    /// not issue (never a silent restart).
+    async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage>;
+
+    /// Stores a harness registration, atomically deciding its outcome.
+    ///
+    /// # Errors
+    /// [`HarnessExists`](crate::JournalError::HarnessExists) when the name holds another spec,
+    /// [`HarnessNameReserved`](crate::JournalError::HarnessNameReserved) when it is reserved.
+    async fn register_harness(
+        &self,
+        name: &str,
+        spec: &str,
+        spec_digest: &str,
+    ) -> Result<(HarnessRow, RegisterOutcome)>;
+
+    /// A stored registration, or `None`.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>>;
+
+    /// Registrations with name greater than `after`, in name order, at most `limit`.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn list_harnesses(
+        &self,
+        after: &str,
+        limit: usize,
+        include_retired: bool,
+    ) -> Result<Vec<HarnessRow>>;
+
+    /// Retires a registration; retiring a retired one changes nothing.
+    ///
+    /// # Errors
+    /// [`HarnessNotFound`](crate::JournalError::HarnessNotFound).
+    async fn retire_harness(&self, name: &str, reason: &str) -> Result<HarnessRow>;
+
+    /// Permanently reserves names so they can never be registered (built-in and static names,
+    /// names recorded by sessions).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn reserve_harness_names(&self, names: &[String]) -> Result<()>;
+
+    /// Whether `name` is reserved.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn is_harness_name_reserved(&self, name: &str) -> Result<bool>;
+}

@@ -1,0 +1,305 @@
+//! The in-memory journal: the reference semantics every backend must match, used by unit tests.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use agentsessions_api::{ComputeState, Event, Timestamp};
+use async_trait::async_trait;
+
+use crate::chain::PreparedEvent;
+use crate::error::{JournalError, Result};
+use crate::journal::{
+    DEFAULT_PROJECT, HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo,
+    SessionPage, SessionRow,
+};
+use crate::page_token::PageCursor;
+use crate::projection::project_compute_state;
+use crate::record::LogRecord;
+use crate::rules;
+
+#[derive(Debug, Default)]
+struct SessionState {
+    row: SessionRow,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    fence: i64,
+    compute_state: ComputeState,
+    records: Vec<LogRecord>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sessions: HashMap<String, SessionState>,
+    harnesses: BTreeMap<String, HarnessRow>,
+    reserved: BTreeSet<String>,
+}
+
+/// A journal held in process memory. Everything is lost when it is dropped.
+#[derive(Debug, Default)]
+pub struct MemoryJournal {
+    state: Mutex<State>,
+    default_project: String,
+}
+
+impl MemoryJournal {
+    /// An empty journal with the default project `default`.
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::default(),
+            default_project: DEFAULT_PROJECT.to_owned(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied append (every mutation
+        // happens after all checks), so a poisoned lock is still consistent.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn project_or_default(&self, project: &str) -> String {
+        if project.is_empty() {
+            self.default_project.clone()
+        } else {
+            project.to_owned()
+        }
+    }
+
+    fn ensure_session<'a>(&self, state: &'a mut State, uid: &str, now: Timestamp) -> &'a mut SessionState {
+        state
+            .sessions
+            .entry(uid.to_owned())
+            .or_insert_with(|| SessionState {
+                row: SessionRow {
+                    uid: uid.to_owned(),
+                    project: self.default_project.clone(),
+                    ..SessionRow::default()
+                },
+                created_at: now,
+                updated_at: now,
+                compute_state: ComputeState::None,
+                ..SessionState::default()
+            })
+    }
+}
+
+fn info_of(s: &SessionState) -> SessionInfo {
+    let mut row = s.row.clone();
+    row.created_at = Some(s.created_at);
+    SessionInfo {
+        row,
+        last_seq: s.records.last().map_or(0, |r| r.seq),
+        compute_state: s.compute_state,
+        fence: s.fence,
+        updated_at: s.updated_at,
+    }
+}
+
+#[async_trait]
+impl Journal for MemoryJournal {
+    async fn append_batch(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        rules::check_session_uid(session)?;
+        let prepared = events
+            .into_iter()
+            .map(PreparedEvent::new)
+            .collect::<Result<Vec<_>>>()?;
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let head = state
+            .sessions
+            .get(session)
+            .and_then(|s| s.records.last())
+            .map_or(0, |r| r.seq);
+        let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
+        rules::check_append(session, expected_last_seq, head, fence, current_fence)?;
+        if prepared.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = self.ensure_session(&mut state, session, now);
+        let mut out = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            let prev_hash = s.records.last().map(|r| r.hash.clone()).unwrap_or_default();
+            let seq = s.records.last().map_or(0, |r| r.seq) + 1;
+            let record = LogRecord {
+                seq,
+                hash: p.hash_at(&prev_hash, seq),
+                prev_hash,
+                fence,
+                event: p.event,
+            };
+            s.compute_state = project_compute_state(s.compute_state, &record.event);
+            s.records.push(record.clone());
+            out.push(record);
+        }
+        s.updated_at = now;
+        Ok(out)
+    }
+
+    async fn new_fence(&self, session: &str) -> Result<i64> {
+        rules::check_session_uid(session)?;
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let s = self.ensure_session(&mut state, session, now);
+        s.fence += 1;
+        s.updated_at = now;
+        Ok(s.fence)
+    }
+
+    async fn head(&self, session: &str) -> Result<i64> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(session)
+            .and_then(|s| s.records.last())
+            .map_or(0, |r| r.seq))
+    }
+
+    async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
+        let (from, to) = rules::read_window(from, to)?;
+        Ok(self
+            .lock()
+            .sessions
+            .get(session)
+            .map(|s| {
+                s.records
+                    .iter()
+                    .filter(|r| r.seq >= from && r.seq <= to)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn put_session(&self, row: SessionRow) -> Result<()> {
+        rules::check_session_uid(&row.uid)?;
+        let now = Timestamp::now();
+        let project = self.project_or_default(&row.project);
+        let mut state = self.lock();
+        let s = self.ensure_session(&mut state, &row.uid, now);
+        if let Some(created) = row.created_at {
+            s.created_at = created;
+        }
+        s.row = SessionRow {
+            project,
+            created_at: None,
+            ..row
+        };
+        s.updated_at = now;
+        Ok(())
+    }
+
+    async fn session_info(&self, uid: &str) -> Result<SessionInfo> {
+        self.lock()
+            .sessions
+            .get(uid)
+            .map(info_of)
+            .ok_or_else(|| JournalError::SessionNotFound(uid.to_owned()))
+    }
+
+    async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
+        let cursor = PageCursor::decode(&query.page_token)?;
+        let project = self.project_or_default(&query.project);
+        let size = query.effective_size();
+        let state = self.lock();
+        let mut rows: Vec<&SessionState> = state
+            .sessions
+            .values()
+            .filter(|s| s.row.project == project)
+            .filter(|s| {
+                cursor.as_ref().is_none_or(|c| {
+                    let t = s.created_at.unix_nanos();
+                    t < c.created_at_ns || (t == c.created_at_ns && s.row.uid > c.uid)
+                })
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.created_at
+                .unix_nanos()
+                .cmp(&a.created_at.unix_nanos())
+                .then_with(|| a.row.uid.cmp(&b.row.uid))
+        });
+        let more = rows.len() > size;
+        rows.truncate(size);
+        let sessions: Vec<SessionInfo> = rows.into_iter().map(info_of).collect();
+        Ok(rules::page_of(sessions, more))
+    }
+
+    async fn register_harness(
+        &self,
+        name: &str,
+        spec: &str,
+        spec_digest: &str,
+    ) -> Result<(HarnessRow, RegisterOutcome)> {
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let reserved = state.reserved.contains(name);
+        let existing = state.harnesses.get(name).cloned();
+        let (row, outcome) =
+            rules::register_decision(existing, reserved, name, spec, spec_digest, now)?;
+        state.harnesses.insert(name.to_owned(), row.clone());
+        Ok((row, outcome))
+    }
+
+    async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>> {
+        Ok(self.lock().harnesses.get(name).cloned())
+    }
+
+    async fn list_harnesses(
+        &self,
+        after: &str,
+        limit: usize,
+        include_retired: bool,
+    ) -> Result<Vec<HarnessRow>> {
+        Ok(self
+            .lock()
+            .harnesses
+            .values()
+            .filter(|h| h.name.as_str() > after)
+            .filter(|h| include_retired || h.state == HarnessState::Active)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn retire_harness(&self, name: &str, reason: &str) -> Result<HarnessRow> {
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let row = state
+            .harnesses
+            .get_mut(name)
+            .ok_or_else(|| JournalError::HarnessNotFound(name.to_owned()))?;
+        rules::retire(row, reason, now);
+        Ok(row.clone())
+    }
+
+    async fn reserve_harness_names(&self, names: &[String]) -> Result<()> {
+        let mut state = self.lock();
+        state
+            .reserved
+            .extend(names.iter().filter(|n| !n.is_empty()).cloned());
+        Ok(())
+    }
+
+    async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
+        Ok(self.lock().reserved.contains(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::Journal;
+
+    crate::journal_conformance!((
+        Arc::new(super::MemoryJournal::new()) as Arc<dyn Journal>,
+        ()
+    ));
+}

@@ -1,0 +1,69 @@
+//! The compute-state projection moved inside each append (semantics §1.7): what the log
+//! implies about the incarnation, not a probe of the runtime.
+
+use agentsessions_api::{ComputeState, Event, EventBody, EventKind, LifecycleKind};
+
+/// The compute state after committing `event` on a session whose state was `current`.
+pub fn project_compute_state(current: ComputeState, event: &Event) -> ComputeState {
+    match event.kind {
+        EventKind::Lifecycle => match &event.body {
+            Some(EventBody::Lifecycle(l)) => match l.kind {
+                LifecycleKind::Suspend | LifecycleKind::Fork => ComputeState::Cold,
+                LifecycleKind::Resume => ComputeState::Live,
+                _ => current,
+            },
+            _ => current,
+        },
+        // Host-only writes that can happen while the session is cold.
+        EventKind::ApprovalRequest | EventKind::ApprovalResult => current,
+        _ => ComputeState::Live,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsessions_api::{ApprovalRequest, Lifecycle, Message};
+
+    use super::*;
+
+    fn lifecycle(kind: LifecycleKind) -> Event {
+        Event::new(
+            EventKind::Lifecycle,
+            EventBody::Lifecycle(Lifecycle {
+                kind,
+                ..Lifecycle::default()
+            }),
+        )
+    }
+
+    #[test]
+    fn suspend_and_fork_go_cold_resume_goes_live() {
+        // semantics §1.7
+        let live = ComputeState::Live;
+        assert_eq!(project_compute_state(live, &lifecycle(LifecycleKind::Suspend)), ComputeState::Cold);
+        assert_eq!(project_compute_state(live, &lifecycle(LifecycleKind::Fork)), ComputeState::Cold);
+        assert_eq!(
+            project_compute_state(ComputeState::Cold, &lifecycle(LifecycleKind::Resume)),
+            ComputeState::Live
+        );
+    }
+
+    #[test]
+    fn other_lifecycle_kinds_and_bodiless_lifecycle_leave_state() {
+        // semantics §1.7: BASELINE, CANCEL and a lifecycle event without a body are unchanged
+        for k in [LifecycleKind::Baseline, LifecycleKind::Cancel, LifecycleKind::Delete] {
+            assert_eq!(project_compute_state(ComputeState::Cold, &lifecycle(k)), ComputeState::Cold);
+        }
+        let bodiless = Event { kind: EventKind::Lifecycle, ..Event::default() };
+        assert_eq!(project_compute_state(ComputeState::None, &bodiless), ComputeState::None);
+    }
+
+    #[test]
+    fn approvals_leave_state_other_events_go_live() {
+        // semantics §1.7
+        let req = Event::new(EventKind::ApprovalRequest, EventBody::Approval(ApprovalRequest::default()));
+        assert_eq!(project_compute_state(ComputeState::Cold, &req), ComputeState::Cold);
+        let input = Event::new(EventKind::Input, EventBody::Message(Message::text_message("user", "x")));
+        assert_eq!(project_compute_state(ComputeState::Cold, &input), ComputeState::Live);
+    }
+}

@@ -1,0 +1,414 @@
+//! The SQLite journal, the default backend: bundled SQLite, WAL, `synchronous=FULL`, the
+//! reference table layout (semantics §1.5), one writer thread with group commit, and a small
+//! pool of read connections. rusqlite never runs on a tokio worker: writes go to the
+//! `journal-writer` thread, reads to `spawn_blocking`.
+
+mod codec;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agentsessions_api::Event;
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use tokio::sync::{mpsc, oneshot};
+
+pub use self::schema::{SCHEMA_VERSION, schema_version_of};
+use self::writer::Command;
+use crate::chain::{PreparedEvent, RawRecord, decode_event};
+use crate::error::{JournalError, Result};
+use crate::journal::{
+    DEFAULT_PROJECT, HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
+    SessionRow,
+};
+use crate::page_token::PageCursor;
+use crate::record::LogRecord;
+use crate::rules;
+
+/// Read connections kept open; more concurrent readers open temporary ones.
+const READ_POOL: usize = 4;
+
+/// Options for [`SqliteJournal::open_with`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Project for sessions created without one.
+    pub default_project: String,
+    /// Queue depth of the writer channel (back-pressure on appenders).
+    pub queue_depth: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            default_project: DEFAULT_PROJECT.to_owned(),
+            queue_depth: 4096,
+        }
+    }
+}
+
+/// A journal in one SQLite file. Cheap to share behind an `Arc`; dropping the last handle stops
+/// the writer thread after it has committed everything queued.
+#[derive(Debug)]
+pub struct SqliteJournal {
+    path: PathBuf,
+    writer: mpsc::Sender<Command>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    default_project: String,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for SqliteJournal {
+    /// Closes the writer channel and waits for the thread to commit what is queued, so a file
+    /// reopened right after the drop sees every acknowledged write.
+    fn drop(&mut self) {
+        let (closed, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.writer, closed));
+        let handle = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            // The writer only exits by draining its queue; a panic there has already failed
+            // every pending caller, so there is nothing more to report here.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl SqliteJournal {
+    /// Opens (creating if needed) the journal at `path` with default options.
+    ///
+    /// # Errors
+    /// [`JournalError::UnsupportedSchema`] for a file stamped by a newer build (nothing is
+    /// written), storage and I/O failures.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens the journal at `path`.
+    ///
+    /// # Errors
+    /// As [`SqliteJournal::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if path.as_os_str().is_empty() || path == Path::new(":memory:") {
+            return Err(JournalError::InvalidArgument(
+                "the SQLite journal needs a file path; use the memory journal for in-memory use"
+                    .to_owned(),
+            ));
+        }
+        let mut conn = schema::open_connection(&path, true)?;
+        schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
+        let readers = (0..READ_POOL)
+            .map(|_| open_reader(&path))
+            .collect::<Result<Vec<_>>>()?;
+        let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
+        let project = options.default_project.clone();
+        let handle = std::thread::Builder::new()
+            .name("journal-writer".to_owned())
+            .spawn(move || writer::run(conn, rx, &project))?;
+        Ok(Self {
+            path,
+            writer: tx,
+            readers: Arc::new(Mutex::new(readers)),
+            default_project: options.default_project,
+            writer_thread: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The file this journal writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
+        let (ack, done) = oneshot::channel();
+        self.writer
+            .send(make(ack))
+            .await
+            .map_err(|_| JournalError::Closed)?;
+        done.await.map_err(|_| JournalError::Closed)?
+    }
+
+    /// Runs `f` on a pooled read connection on the blocking pool.
+    async fn with_reader<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let pool = Arc::clone(&self.readers);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => open_reader(&path)?,
+            };
+            let out = f(&conn);
+            let mut guard = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if guard.len() < READ_POOL {
+                guard.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| JournalError::InvalidArgument(format!("reader task failed: {e}")))?
+    }
+
+    /// Raw stored rows of a session in seq order, for verification without decoding to domain
+    /// types.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn read_raw(&self, session: &str) -> Result<Vec<RawRecord>> {
+        let session = session.to_owned();
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, prev_hash, hash, event FROM events WHERE session = ?1 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([&session], |r| {
+                Ok(RawRecord {
+                    seq: r.get(0)?,
+                    prev_hash: r.get(1)?,
+                    hash: r.get(2)?,
+                    blob: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    /// Every session uid that has events, sorted.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn sessions_with_events(&self) -> Result<Vec<String>> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare("SELECT DISTINCT session FROM events ORDER BY session")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+}
+
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = schema::open_connection(path, true)?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+#[async_trait]
+impl Journal for SqliteJournal {
+    async fn append_batch(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        rules::check_session_uid(session)?;
+        let events = events
+            .into_iter()
+            .map(PreparedEvent::new)
+            .collect::<Result<Vec<_>>>()?;
+        self.send(|ack| Command::Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence,
+            events,
+            ack,
+        })
+        .await
+    }
+
+    async fn new_fence(&self, session: &str) -> Result<i64> {
+        rules::check_session_uid(session)?;
+        self.send(|ack| Command::NewFence {
+            session: session.to_owned(),
+            ack,
+        })
+        .await
+    }
+
+    async fn head(&self, session: &str) -> Result<i64> {
+        let session = session.to_owned();
+        self.with_reader(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?1")?
+                .query_row([&session], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
+        let (from, to) = rules::read_window(from, to)?;
+        let session = session.to_owned();
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, prev_hash, hash, fence, event FROM events
+                 WHERE session = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query(params![session, from, to])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let blob: Vec<u8> = row.get(4)?;
+                out.push(LogRecord {
+                    seq,
+                    prev_hash: row.get(1)?,
+                    hash: row.get(2)?,
+                    fence: row.get(3)?,
+                    event: decode_event(&session, seq, &blob)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn put_session(&self, row: SessionRow) -> Result<()> {
+        rules::check_session_uid(&row.uid)?;
+        let row = Box::new(row);
+        self.send(|ack| Command::PutSession { row, ack }).await
+    }
+
+    async fn session_info(&self, uid: &str) -> Result<SessionInfo> {
+        let uid = uid.to_owned();
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM sessions s WHERE s.session = ?1",
+                codec::SESSION_COLUMNS
+            ))?;
+            let mut rows = stmt.query([&uid])?;
+            match rows.next()? {
+                Some(row) => codec::session_info_from_row(row),
+                None => Err(JournalError::SessionNotFound(uid.clone())),
+            }
+        })
+        .await
+    }
+
+    async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
+        let cursor = PageCursor::decode(&query.page_token)?;
+        let size = query.effective_size();
+        let project = if query.project.is_empty() {
+            self.default_project.clone()
+        } else {
+            query.project.clone()
+        };
+        self.with_reader(move |conn| {
+            let (after_time, after_uid, has_cursor) = match &cursor {
+                Some(c) => (c.created_at_ns, c.uid.clone(), 1),
+                None => (0, String::new(), 0),
+            };
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM sessions s
+                 WHERE s.project = ?1
+                   AND (?2 = 0 OR s.created_at < ?3 OR (s.created_at = ?3 AND s.session > ?4))
+                 ORDER BY s.created_at DESC, s.session ASC
+                 LIMIT ?5",
+                codec::SESSION_COLUMNS
+            ))?;
+            let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
+            let mut rows = stmt.query(params![project, has_cursor, after_time, after_uid, limit])?;
+            let mut sessions = Vec::new();
+            while let Some(row) = rows.next()? {
+                sessions.push(codec::session_info_from_row(row)?);
+            }
+            let more = sessions.len() > size;
+            sessions.truncate(size);
+            Ok(rules::page_of(sessions, more))
+        })
+        .await
+    }
+
+    async fn register_harness(
+        &self,
+        name: &str,
+        spec: &str,
+        spec_digest: &str,
+    ) -> Result<(HarnessRow, RegisterOutcome)> {
+        self.send(|ack| Command::Register {
+            name: name.to_owned(),
+            spec: spec.to_owned(),
+            spec_digest: spec_digest.to_owned(),
+            ack,
+        })
+        .await
+    }
+
+    async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>> {
+        let name = name.to_owned();
+        self.with_reader(move |conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT {} FROM harnesses WHERE name = ?1",
+                    codec::HARNESS_COLUMNS
+                ))?
+                .query_row([&name], codec::harness_from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_harnesses(
+        &self,
+        after: &str,
+        limit: usize,
+        include_retired: bool,
+    ) -> Result<Vec<HarnessRow>> {
+        let after = after.to_owned();
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM harnesses WHERE name > ?1 AND (?2 OR state = 'active')
+                 ORDER BY name LIMIT ?3",
+                codec::HARNESS_COLUMNS
+            ))?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![after, include_retired, limit], codec::harness_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn retire_harness(&self, name: &str, reason: &str) -> Result<HarnessRow> {
+        self.send(|ack| Command::Retire {
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+            ack,
+        })
+        .await
+    }
+
+    async fn reserve_harness_names(&self, names: &[String]) -> Result<()> {
+        let names = names.to_vec();
+        self.send(|ack| Command::Reserve { names, ack }).await
+    }
+
+    async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.with_reader(move |conn| writer::is_reserved(conn, &name)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::Journal;
+
+    fn fresh() -> (Arc<dyn Journal>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = super::SqliteJournal::open(dir.path().join("journal.db")).unwrap();
+        (Arc::new(journal), dir)
+    }
+
+    crate::journal_conformance!(fresh());
+}

@@ -1,0 +1,190 @@
+//! Opening a SQLite journal file: pragmas, the schema stamp and the migration ladder
+//! (semantics §1.5). The table layout is the reference implementation's, so its auditors and
+//! verifiers read our files.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
+
+use crate::chain::decode_event;
+use crate::error::{JournalError, Result};
+
+/// The schema version this build writes (and the newest it opens).
+pub const SCHEMA_VERSION: i64 = 2;
+
+const V1_DDL: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    session       TEXT PRIMARY KEY,
+    fence         INTEGER NOT NULL DEFAULT 0,
+    project       TEXT NOT NULL DEFAULT '',
+    name          TEXT NOT NULL DEFAULT '',
+    harness       TEXT NOT NULL DEFAULT '',
+    model         TEXT NOT NULL DEFAULT '',
+    parent_uid    TEXT NOT NULL DEFAULT '',
+    fork_seq      INTEGER NOT NULL DEFAULT 0,
+    compute_state TEXT NOT NULL DEFAULT '',
+    created_at    INTEGER NOT NULL DEFAULT 0,
+    updated_at    INTEGER NOT NULL DEFAULT 0,
+    labels        TEXT NOT NULL DEFAULT '',
+    annotations   TEXT NOT NULL DEFAULT '',
+    origin        TEXT NOT NULL DEFAULT '',
+    identity      TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS events (
+    session   TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL,
+    fence     INTEGER NOT NULL,
+    event     BLOB NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE INDEX IF NOT EXISTS sessions_project_created ON sessions(project, created_at DESC, session);
+";
+
+const V2_DDL: &str = "
+CREATE TABLE IF NOT EXISTS harnesses (
+    name          TEXT PRIMARY KEY,
+    uid           TEXT NOT NULL,
+    spec          TEXT NOT NULL,
+    spec_digest   TEXT NOT NULL,
+    state         TEXT NOT NULL,
+    retire_reason TEXT NOT NULL DEFAULT '',
+    retired_at    INTEGER NOT NULL DEFAULT 0,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reserved_harness_names (
+    name        TEXT PRIMARY KEY,
+    reserved_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_harness ON sessions(harness);
+";
+
+/// Opens a connection with the journal's pragmas. The schema stamp is checked before anything
+/// is written, so a file from a newer build is refused untouched.
+pub(crate) fn open_connection(path: &Path, writable: bool) -> Result<Connection> {
+    let flags = if writable {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    check_version(&conn)?;
+    Ok(conn)
+}
+
+/// Refuses a negative stamp or one newer than this build.
+pub(crate) fn check_version(conn: &Connection) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if !(0..=SCHEMA_VERSION).contains(&version) {
+        return Err(JournalError::UnsupportedSchema {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Switches to WAL with full sync, then migrates to [`SCHEMA_VERSION`] in one transaction.
+pub(crate) fn prepare_writer(conn: &mut Connection, now_ns: i64) -> Result<()> {
+    enable_wal(conn)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    // Read the stamp again under the write lock: another process may have migrated meanwhile.
+    let version = check_version(&tx)?;
+    if version < 1 {
+        tx.execute_batch(V1_DDL)?;
+    }
+    if version < 2 {
+        tx.execute_batch(V2_DDL)?;
+        reserve_recorded_names(&tx, now_ns)?;
+    }
+    if version < SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// WAL mode does not honor the busy handler while another connection holds the file, so the
+/// switch is retried with exponential backoff for up to five seconds.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut delay = Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory") => {
+                return Ok(());
+            }
+            Ok(mode) => {
+                return Err(JournalError::InvalidArgument(format!(
+                    "journal file refused WAL mode (reported {mode})"
+                )));
+            }
+            Err(e) if Instant::now() < deadline && is_busy(&e) => {
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_millis(250));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// The v1 → v2 rung: names that sessions already use (their row, or a harness recorded on an
+/// EXECUTION_START) are reserved so a registration can never take them over. An undecodable event
+/// fails the rung, leaving the file at v1.
+fn reserve_recorded_names(tx: &rusqlite::Transaction<'_>, now_ns: i64) -> Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO reserved_harness_names(name, reserved_at)
+         SELECT DISTINCT harness, ?1 FROM sessions WHERE harness != ''",
+        [now_ns],
+    )?;
+    let mut names = Vec::new();
+    {
+        let mut stmt = tx.prepare("SELECT session, seq, event FROM events")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let session: String = row.get(0)?;
+            let seq: i64 = row.get(1)?;
+            let blob: Vec<u8> = row.get(2)?;
+            let event = decode_event(&session, seq, &blob)?;
+            if let Some(start) = event.execution_start()
+                && !start.harness.is_empty()
+            {
+                names.push(start.harness.clone());
+            }
+        }
+    }
+    let mut insert = tx.prepare(
+        "INSERT OR IGNORE INTO reserved_harness_names(name, reserved_at) VALUES (?1, ?2)",
+    )?;
+    for name in names {
+        insert.execute(rusqlite::params![name, now_ns])?;
+    }
+    Ok(())
+}
+
+/// The stamp of an existing file, without opening it for writing.
+///
+/// # Errors
+/// Storage failures.
+pub fn schema_version_of(path: &Path) -> Result<Option<i64>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    Ok(conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .optional()?)
+}
