@@ -28,12 +28,12 @@ fn turn_event(i: usize) -> Event {
     .with_execution("a1b2c3d4e5f60718")
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+/// The value at `per_mille`/1000 of a sorted sample (nearest rank).
+fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
-    let rank = ((sorted.len() - 1) as f64 * p).round();
-    sorted[rank as usize]
+    sorted[(sorted.len() - 1) * per_mille / 1000]
 }
 
 fn report(name: &str, events: usize, elapsed: Duration, mut latencies: Vec<Duration>) {
@@ -41,8 +41,8 @@ fn report(name: &str, events: usize, elapsed: Duration, mut latencies: Vec<Durat
     println!(
         "{name:<44} {events:>8} events {:>10.0} events/s   p50 {:>9.3?}  p99 {:>9.3?}",
         events as f64 / elapsed.as_secs_f64(),
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.99),
+        percentile(&latencies, 500),
+        percentile(&latencies, 990),
     );
 }
 
@@ -73,7 +73,12 @@ async fn sequential(dir: &std::path::Path, n: usize) {
             .unwrap();
         latencies.push(t.elapsed());
     }
-    report("a. 1 session, sequential appends", n, start.elapsed(), latencies);
+    report(
+        "a. 1 session, sequential appends",
+        n,
+        start.elapsed(),
+        latencies,
+    );
 }
 
 async fn concurrent(dir: &std::path::Path, sessions: usize, per_session: usize) {
@@ -153,7 +158,10 @@ fn main() {
     } else {
         (2_000, 2_000, 64, 1_000, 100_000)
     };
-    println!("SQLite journal, synchronous=FULL, WAL; files in {}", dir.path().display());
+    println!(
+        "SQLite journal, synchronous=FULL, WAL; files in {}",
+        dir.path().display()
+    );
     raw_fsync(dir.path(), fsyncs);
     rt.block_on(sequential(dir.path(), seq));
     rt.block_on(concurrent(dir.path(), sessions, per));

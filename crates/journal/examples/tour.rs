@@ -78,7 +78,11 @@ async fn main() -> anyhow::Result<()> {
             r.seq,
             r.event.kind.as_str(),
             r.hash,
-            if r.prev_hash.is_empty() { "\"\"" } else { &r.prev_hash[..16] }
+            if r.prev_hash.is_empty() {
+                "\"\""
+            } else {
+                &r.prev_hash[..16]
+            }
         );
     }
     let summary = verify_raw(&journal.read_raw(&session).await?)?;

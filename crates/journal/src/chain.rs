@@ -138,8 +138,8 @@ pub struct RawRecord {
 /// The first [`ChainFault`] found, in seq order.
 pub fn verify_records(records: &[LogRecord]) -> Result<ChainSummary, ChainFault> {
     verify_window(records.iter().map(|r| {
-        let canonical = canonical::canonical_event(&pb::Event::from(&r.event))
-            .map_err(|e| e.to_string());
+        let canonical =
+            canonical::canonical_event(&pb::Event::from(&r.event)).map_err(|e| e.to_string());
         (r.seq, r.prev_hash.as_str(), r.hash.as_str(), canonical)
     }))
 }
@@ -159,7 +159,9 @@ pub fn verify_raw(rows: &[RawRecord]) -> Result<ChainSummary, ChainFault> {
         std::thread::scope(|scope| {
             let handles: Vec<_> = rows
                 .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(canonical_of_raw).collect::<Vec<_>>()))
+                .map(|part| {
+                    scope.spawn(move || part.iter().map(canonical_of_raw).collect::<Vec<_>>())
+                })
                 .collect();
             handles
                 .into_iter()
@@ -186,13 +188,14 @@ fn verify_window<'a>(
     rows: impl Iterator<Item = (i64, &'a str, &'a str, Result<Vec<u8>, String>)>,
 ) -> Result<ChainSummary, ChainFault> {
     let mut prev = String::new();
-    let mut expected_seq = 1;
     let mut count = 0;
-    for (seq, stored_prev, stored_hash, canonical) in rows {
+    for (expected_seq, (seq, stored_prev, stored_hash, canonical)) in (1..).zip(rows) {
         if seq != expected_seq {
             return Err(ChainFault::Tampered {
                 seq,
-                reason: TamperReason::SeqGap { expected: expected_seq },
+                reason: TamperReason::SeqGap {
+                    expected: expected_seq,
+                },
             });
         }
         let canonical = canonical.map_err(|reason| ChainFault::Undecodable { seq, reason })?;
@@ -209,7 +212,6 @@ fn verify_window<'a>(
             });
         }
         stored_hash.clone_into(&mut prev);
-        expected_seq += 1;
         count += 1;
     }
     Ok(ChainSummary {

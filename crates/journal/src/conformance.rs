@@ -49,8 +49,11 @@ macro_rules! journal_conformance {
 }
 
 fn input(text: &str) -> Event {
-    Event::new(EventKind::Input, EventBody::Message(Message::text_message("user", text)))
-        .with_execution("e1")
+    Event::new(
+        EventKind::Input,
+        EventBody::Message(Message::text_message("user", text)),
+    )
+    .with_execution("e1")
 }
 
 fn lifecycle(kind: LifecycleKind) -> Event {
@@ -75,7 +78,10 @@ pub async fn append_chains_hashes_from_genesis(j: Arc<dyn Journal>) {
         let rec = j.append("s", i - 1, 0, ev.clone()).await.unwrap();
         assert_eq!(rec.seq, i);
         assert_eq!(rec.prev_hash, prev);
-        assert_eq!(rec.hash, content_hash(&prev, i, &pb::Event::from(&ev)).unwrap());
+        assert_eq!(
+            rec.hash,
+            content_hash(&prev, i, &pb::Event::from(&ev)).unwrap()
+        );
         assert_eq!(rec.event, ev);
         prev = rec.hash;
     }
@@ -205,7 +211,10 @@ pub async fn metadata_row_round_trips_and_append_creates_missing_rows(j: Arc<dyn
     };
     j.put_session(row.clone()).await.unwrap();
     let info = j.session_info("sess-1").await.unwrap();
-    assert_eq!(info.row.project, "default", "empty project takes the default");
+    assert_eq!(
+        info.row.project, "default",
+        "empty project takes the default"
+    );
     let created = info.row.created_at.unwrap();
     assert_eq!(
         SessionRow {
@@ -237,7 +246,10 @@ pub async fn metadata_row_round_trips_and_append_creates_missing_rows(j: Arc<dyn
     })
     .await
     .unwrap();
-    assert_eq!(j.session_info("sess-1").await.unwrap().row.created_at, Some(t));
+    assert_eq!(
+        j.session_info("sess-1").await.unwrap().row.created_at,
+        Some(t)
+    );
     // Append creates a missing row in the default project.
     j.append("log-only", 0, 0, input("x")).await.unwrap();
     let info = j.session_info("log-only").await.unwrap();
@@ -248,7 +260,8 @@ pub async fn metadata_row_round_trips_and_append_creates_missing_rows(j: Arc<dyn
 
 // semantics §1.7
 pub async fn compute_state_follows_the_log(j: Arc<dyn Journal>) {
-    let state = |j: Arc<dyn Journal>| async move { j.session_info("s").await.unwrap().compute_state };
+    let state =
+        |j: Arc<dyn Journal>| async move { j.session_info("s").await.unwrap().compute_state };
     j.put_session(SessionRow {
         uid: "s".into(),
         ..SessionRow::default()
@@ -258,7 +271,9 @@ pub async fn compute_state_follows_the_log(j: Arc<dyn Journal>) {
     assert_eq!(state(j.clone()).await, ComputeState::None);
     j.append("s", 0, 0, input("a")).await.unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Live);
-    j.append("s", 1, 0, lifecycle(LifecycleKind::Suspend)).await.unwrap();
+    j.append("s", 1, 0, lifecycle(LifecycleKind::Suspend))
+        .await
+        .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
     let req = Event::new(
         EventKind::ApprovalRequest,
@@ -269,11 +284,17 @@ pub async fn compute_state_follows_the_log(j: Arc<dyn Journal>) {
     );
     j.append("s", 2, 0, req).await.unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
-    j.append("s", 3, 0, lifecycle(LifecycleKind::Baseline)).await.unwrap();
+    j.append("s", 3, 0, lifecycle(LifecycleKind::Baseline))
+        .await
+        .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
-    j.append("s", 4, 0, lifecycle(LifecycleKind::Resume)).await.unwrap();
+    j.append("s", 4, 0, lifecycle(LifecycleKind::Resume))
+        .await
+        .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Live);
-    j.append("s", 5, 0, lifecycle(LifecycleKind::Fork)).await.unwrap();
+    j.append("s", 5, 0, lifecycle(LifecycleKind::Fork))
+        .await
+        .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
 }
 
@@ -291,7 +312,15 @@ async fn put_at(j: &Arc<dyn Journal>, uid: &str, project: &str, created_ns: i64)
 // semantics §1.8: exact project, (created_at desc, uid asc), size+1 lookahead, exact tokens
 pub async fn listing_pages_exactly_by_project(j: Arc<dyn Journal>) {
     // Ties on created_at are ordered by uid.
-    for (uid, t) in [("a", 5), ("b", 5), ("c", 9), ("d", 1), ("e", 5), ("f", 7), ("g", 3)] {
+    for (uid, t) in [
+        ("a", 5),
+        ("b", 5),
+        ("c", 9),
+        ("d", 1),
+        ("e", 5),
+        ("f", 7),
+        ("g", 3),
+    ] {
         put_at(&j, uid, "p1", t).await;
     }
     put_at(&j, "other", "p10", 8).await;
@@ -332,7 +361,10 @@ pub async fn listing_pages_exactly_by_project(j: Arc<dyn Journal>) {
     // Empty project means the default project.
     let page = j.list_sessions(ListQuery::default()).await.unwrap();
     assert_eq!(
-        page.sessions.iter().map(|s| s.row.uid.as_str()).collect::<Vec<_>>(),
+        page.sessions
+            .iter()
+            .map(|s| s.row.uid.as_str())
+            .collect::<Vec<_>>(),
         vec!["dflt"]
     );
 }
@@ -348,7 +380,10 @@ pub async fn listing_refuses_bad_tokens_and_clamps_sizes(j: Arc<dyn Journal>) {
     };
     assert_eq!(j.list_sessions(page(0)).await.unwrap().sessions.len(), 50);
     assert_eq!(j.list_sessions(page(-3)).await.unwrap().sessions.len(), 50);
-    assert_eq!(j.list_sessions(page(10_000)).await.unwrap().sessions.len(), 500);
+    assert_eq!(
+        j.list_sessions(page(10_000)).await.unwrap().sessions.len(),
+        500
+    );
     let bad = ListQuery {
         page_token: "not a token!".into(),
         ..page(5)
@@ -361,10 +396,16 @@ pub async fn listing_refuses_bad_tokens_and_clamps_sizes(j: Arc<dyn Journal>) {
 
 // semantics §7.2 registry storage rules
 pub async fn harness_registry_outcomes(j: Arc<dyn Journal>) {
-    let (row, outcome) = j.register_harness("alpha", "{\"a\":1}", "sha256:a").await.unwrap();
+    let (row, outcome) = j
+        .register_harness("alpha", "{\"a\":1}", "sha256:a")
+        .await
+        .unwrap();
     assert_eq!(outcome, RegisterOutcome::Created);
     assert!(row.uid.starts_with("harness-"));
-    let (again, outcome) = j.register_harness("alpha", "{\"a\":1}", "sha256:a").await.unwrap();
+    let (again, outcome) = j
+        .register_harness("alpha", "{\"a\":1}", "sha256:a")
+        .await
+        .unwrap();
     assert_eq!(outcome, RegisterOutcome::Unchanged);
     assert_eq!(again.uid, row.uid);
     assert!(matches!(
@@ -375,9 +416,15 @@ pub async fn harness_registry_outcomes(j: Arc<dyn Journal>) {
     assert_eq!(retired.state, HarnessState::Retired);
     assert_eq!(retired.retire_reason, "old");
     let twice = j.retire_harness("alpha", "other reason").await.unwrap();
-    assert_eq!(twice.retire_reason, "old", "reason kept from the first retire");
+    assert_eq!(
+        twice.retire_reason, "old",
+        "reason kept from the first retire"
+    );
     assert_eq!(twice.retired_at, retired.retired_at);
-    let (back, outcome) = j.register_harness("alpha", "{\"a\":1}", "sha256:a").await.unwrap();
+    let (back, outcome) = j
+        .register_harness("alpha", "{\"a\":1}", "sha256:a")
+        .await
+        .unwrap();
     assert_eq!(outcome, RegisterOutcome::Reactivated);
     assert_eq!(back.uid, row.uid);
     assert_eq!(back.state, HarnessState::Active);
@@ -398,12 +445,18 @@ pub async fn harness_registry_outcomes(j: Arc<dyn Journal>) {
     j.register_harness("gamma", "{}", "sha256:g").await.unwrap();
     j.retire_harness("beta", "").await.unwrap();
     let names = |v: Vec<crate::HarnessRow>| v.into_iter().map(|h| h.name).collect::<Vec<_>>();
-    assert_eq!(names(j.list_harnesses("", 10, false).await.unwrap()), vec!["alpha", "gamma"]);
+    assert_eq!(
+        names(j.list_harnesses("", 10, false).await.unwrap()),
+        vec!["alpha", "gamma"]
+    );
     assert_eq!(
         names(j.list_harnesses("", 10, true).await.unwrap()),
         vec!["alpha", "beta", "gamma"]
     );
-    assert_eq!(names(j.list_harnesses("alpha", 1, true).await.unwrap()), vec!["beta"]);
+    assert_eq!(
+        names(j.list_harnesses("alpha", 1, true).await.unwrap()),
+        vec!["beta"]
+    );
     assert_eq!(j.get_harness("gamma").await.unwrap().unwrap().spec, "{}");
     assert!(j.get_harness("zeta").await.unwrap().is_none());
 }
@@ -419,7 +472,10 @@ pub async fn concurrent_writers_one_session_no_gap_no_duplicate(j: Arc<dyn Journ
             let mut won = Vec::new();
             while won.len() < per_writer {
                 let head = j.head("race").await.unwrap();
-                match j.append("race", head, 0, input(&format!("w{w}-{}", won.len()))).await {
+                match j
+                    .append("race", head, 0, input(&format!("w{w}-{}", won.len())))
+                    .await
+                {
                     Ok(rec) => won.push(rec.seq),
                     Err(JournalError::Conflict { .. }) => tokio::task::yield_now().await,
                     Err(e) => panic!("unexpected {e}"),
@@ -449,7 +505,9 @@ pub async fn many_sessions_append_concurrently(j: Arc<dyn Journal>) {
         tasks.spawn(async move {
             let session = format!("many-{s}");
             for i in 0..20 {
-                j.append(&session, i, 0, input(&format!("{s}/{i}"))).await.unwrap();
+                j.append(&session, i, 0, input(&format!("{s}/{i}")))
+                    .await
+                    .unwrap();
             }
             session
         });

@@ -66,7 +66,12 @@ impl MemoryJournal {
         }
     }
 
-    fn ensure_session<'a>(&self, state: &'a mut State, uid: &str, now: Timestamp) -> &'a mut SessionState {
+    fn ensure_session<'a>(
+        &self,
+        state: &'a mut State,
+        uid: &str,
+        now: Timestamp,
+    ) -> &'a mut SessionState {
         state
             .sessions
             .entry(uid.to_owned())

@@ -35,8 +35,12 @@ impl PageCursor {
             .decode(token)
             .map_err(|_| bad("not base64url"))?;
         let text = String::from_utf8(raw).map_err(|_| bad("not utf-8"))?;
-        let (time, uid) = text.split_once('\0').ok_or_else(|| bad("missing separator"))?;
-        let created_at_ns = time.parse::<i64>().map_err(|_| bad("time is not an integer"))?;
+        let (time, uid) = text
+            .split_once('\0')
+            .ok_or_else(|| bad("missing separator"))?;
+        let created_at_ns = time
+            .parse::<i64>()
+            .map_err(|_| bad("time is not an integer"))?;
         Ok(Some(Self {
             created_at_ns,
             uid: uid.to_owned(),
@@ -51,7 +55,10 @@ mod tests {
     #[test]
     fn token_format_is_base64url_of_time_nul_uid() {
         // semantics §1.8: exact token format
-        let c = PageCursor { created_at_ns: 1_700_000_000_000_000_001, uid: "sess-ab".into() };
+        let c = PageCursor {
+            created_at_ns: 1_700_000_000_000_000_001,
+            uid: "sess-ab".into(),
+        };
         let token = c.encode();
         assert_eq!(
             URL_SAFE_NO_PAD.decode(&token).unwrap(),
@@ -65,8 +72,18 @@ mod tests {
     fn bad_tokens_are_invalid_not_a_restart() {
         // semantics §1.8: unparseable token -> INVALID_ARGUMENT, never a silent restart
         assert_eq!(PageCursor::decode("").unwrap(), None);
-        for t in ["***", &URL_SAFE_NO_PAD.encode("12345"), &URL_SAFE_NO_PAD.encode("abc\0uid")] {
-            assert!(matches!(PageCursor::decode(t), Err(JournalError::InvalidPageToken(_))), "{t}");
+        for t in [
+            "***",
+            &URL_SAFE_NO_PAD.encode("12345"),
+            &URL_SAFE_NO_PAD.encode("abc\0uid"),
+        ] {
+            assert!(
+                matches!(
+                    PageCursor::decode(t),
+                    Err(JournalError::InvalidPageToken(_))
+                ),
+                "{t}"
+            );
         }
     }
 }

@@ -40,8 +40,14 @@ mod tests {
     fn suspend_and_fork_go_cold_resume_goes_live() {
         // semantics §1.7
         let live = ComputeState::Live;
-        assert_eq!(project_compute_state(live, &lifecycle(LifecycleKind::Suspend)), ComputeState::Cold);
-        assert_eq!(project_compute_state(live, &lifecycle(LifecycleKind::Fork)), ComputeState::Cold);
+        assert_eq!(
+            project_compute_state(live, &lifecycle(LifecycleKind::Suspend)),
+            ComputeState::Cold
+        );
+        assert_eq!(
+            project_compute_state(live, &lifecycle(LifecycleKind::Fork)),
+            ComputeState::Cold
+        );
         assert_eq!(
             project_compute_state(ComputeState::Cold, &lifecycle(LifecycleKind::Resume)),
             ComputeState::Live
@@ -51,19 +57,44 @@ mod tests {
     #[test]
     fn other_lifecycle_kinds_and_bodiless_lifecycle_leave_state() {
         // semantics §1.7: BASELINE, CANCEL and a lifecycle event without a body are unchanged
-        for k in [LifecycleKind::Baseline, LifecycleKind::Cancel, LifecycleKind::Delete] {
-            assert_eq!(project_compute_state(ComputeState::Cold, &lifecycle(k)), ComputeState::Cold);
+        for k in [
+            LifecycleKind::Baseline,
+            LifecycleKind::Cancel,
+            LifecycleKind::Delete,
+        ] {
+            assert_eq!(
+                project_compute_state(ComputeState::Cold, &lifecycle(k)),
+                ComputeState::Cold
+            );
         }
-        let bodiless = Event { kind: EventKind::Lifecycle, ..Event::default() };
-        assert_eq!(project_compute_state(ComputeState::None, &bodiless), ComputeState::None);
+        let bodiless = Event {
+            kind: EventKind::Lifecycle,
+            ..Event::default()
+        };
+        assert_eq!(
+            project_compute_state(ComputeState::None, &bodiless),
+            ComputeState::None
+        );
     }
 
     #[test]
     fn approvals_leave_state_other_events_go_live() {
         // semantics §1.7
-        let req = Event::new(EventKind::ApprovalRequest, EventBody::Approval(ApprovalRequest::default()));
-        assert_eq!(project_compute_state(ComputeState::Cold, &req), ComputeState::Cold);
-        let input = Event::new(EventKind::Input, EventBody::Message(Message::text_message("user", "x")));
-        assert_eq!(project_compute_state(ComputeState::Cold, &input), ComputeState::Live);
+        let req = Event::new(
+            EventKind::ApprovalRequest,
+            EventBody::Approval(ApprovalRequest::default()),
+        );
+        assert_eq!(
+            project_compute_state(ComputeState::Cold, &req),
+            ComputeState::Cold
+        );
+        let input = Event::new(
+            EventKind::Input,
+            EventBody::Message(Message::text_message("user", "x")),
+        );
+        assert_eq!(
+            project_compute_state(ComputeState::Cold, &input),
+            ComputeState::Live
+        );
     }
 }

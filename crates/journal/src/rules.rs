@@ -10,7 +10,9 @@ use crate::page_token::PageCursor;
 /// Refuses an empty session uid.
 pub(crate) fn check_session_uid(session: &str) -> Result<()> {
     if session.is_empty() {
-        return Err(JournalError::InvalidArgument("session uid is empty".to_owned()));
+        return Err(JournalError::InvalidArgument(
+            "session uid is empty".to_owned(),
+        ));
     }
     Ok(())
 }
@@ -156,8 +158,14 @@ mod tests {
     #[test]
     fn cas_is_checked_before_fence() {
         // semantics §1.4: step 1 (CAS) precedes step 2 (fence)
-        assert!(matches!(check_append("s", 1, 2, 0, 5), Err(JournalError::Conflict { .. })));
-        assert!(matches!(check_append("s", 2, 2, 4, 5), Err(JournalError::Fenced { .. })));
+        assert!(matches!(
+            check_append("s", 1, 2, 0, 5),
+            Err(JournalError::Conflict { .. })
+        ));
+        assert!(matches!(
+            check_append("s", 2, 2, 4, 5),
+            Err(JournalError::Fenced { .. })
+        ));
         check_append("s", 2, 2, 5, 5).unwrap();
         check_append("s", 2, 2, 9, 5).unwrap();
     }

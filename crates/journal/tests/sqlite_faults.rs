@@ -1,6 +1,10 @@
 //! SQLite journal faults and races with real files and real processes: schema stamps, layout,
 //! tampering, two processes racing one session, and a writer killed mid-burst.
-#![allow(clippy::print_stdout, clippy::tests_outside_test_module)]
+#![allow(
+    clippy::print_stdout,
+    clippy::tests_outside_test_module,
+    clippy::unwrap_used
+)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -8,9 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_api::{
-    Event, EventBody, EventKind, ExecutionStart, Message,
-};
+use agentsessions_api::{Event, EventBody, EventKind, ExecutionStart, Message};
 use agentsessions_journal::chain::RawRecord;
 use agentsessions_journal::sqlite::SCHEMA_VERSION;
 use agentsessions_journal::{
@@ -33,7 +35,9 @@ fn db_in(dir: &tempfile::TempDir) -> PathBuf {
 async fn fill(path: &Path, session: &str, n: i64) {
     let j = SqliteJournal::open(path).unwrap();
     for i in 0..n {
-        j.append(session, i, 0, input(&format!("record {i}"))).await.unwrap();
+        j.append(session, i, 0, input(&format!("record {i}")))
+            .await
+            .unwrap();
     }
 }
 
@@ -68,7 +72,10 @@ fn future_schema_is_refused_and_file_untouched() {
     let before = std::fs::read(&path).unwrap();
     for _ in 0..2 {
         match SqliteJournal::open(&path) {
-            Err(JournalError::UnsupportedSchema { found: 99, supported }) => {
+            Err(JournalError::UnsupportedSchema {
+                found: 99,
+                supported,
+            }) => {
                 assert_eq!(supported, SCHEMA_VERSION);
             }
             other => panic!("expected unsupported schema, got {other:?}"),
@@ -100,7 +107,9 @@ async fn layout_matches_the_reference_tables() {
     fill(&path, "s", 2).await;
     let conn = Connection::open(&path).unwrap();
     let columns = |table: &str| -> Vec<String> {
-        let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})")).unwrap();
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .unwrap();
         stmt.query_map([], |r| r.get::<_, String>(1))
             .unwrap()
             .collect::<Result<_, _>>()
@@ -113,22 +122,45 @@ async fn layout_matches_the_reference_tables() {
     assert_eq!(
         columns("sessions"),
         [
-            "session", "fence", "project", "name", "harness", "model", "parent_uid", "fork_seq",
-            "compute_state", "created_at", "updated_at", "labels", "annotations", "origin",
+            "session",
+            "fence",
+            "project",
+            "name",
+            "harness",
+            "model",
+            "parent_uid",
+            "fork_seq",
+            "compute_state",
+            "created_at",
+            "updated_at",
+            "labels",
+            "annotations",
+            "origin",
             "identity"
         ]
     );
     assert_eq!(
         columns("harnesses"),
         [
-            "name", "uid", "spec", "spec_digest", "state", "retire_reason", "retired_at",
-            "created_at", "updated_at"
+            "name",
+            "uid",
+            "spec",
+            "spec_digest",
+            "state",
+            "retire_reason",
+            "retired_at",
+            "created_at",
+            "updated_at"
         ]
     );
     assert_eq!(columns("reserved_harness_names"), ["name", "reserved_at"]);
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(version, 2);
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
     // The blob is the protobuf binary of the wire Event, decodable without our domain types.
     let blob: Vec<u8> = conn
@@ -174,7 +206,10 @@ async fn v1_file_migrates_and_reserves_recorded_harness_names() {
     assert!(j.is_harness_name_reserved("from-row").await.unwrap());
     assert!(j.is_harness_name_reserved("from-start").await.unwrap());
     assert!(!j.is_harness_name_reserved("free").await.unwrap());
-    assert_eq!(agentsessions_journal::sqlite::schema_version_of(&path).unwrap(), Some(2));
+    assert_eq!(
+        agentsessions_journal::sqlite::schema_version_of(&path).unwrap(),
+        Some(2)
+    );
 }
 
 #[tokio::test]
@@ -198,13 +233,20 @@ async fn flipped_byte_in_stored_event_is_tampering_at_its_seq() {
     assert_eq!(verify_raw(&raw_rows(&path, "s")).unwrap().records, 5);
     let conn = Connection::open(&path).unwrap();
     let mut blob: Vec<u8> = conn
-        .query_row("SELECT event FROM events WHERE session='s' AND seq=3", [], |r| r.get(0))
+        .query_row(
+            "SELECT event FROM events WHERE session='s' AND seq=3",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     // Change one character of the text ("record 2" -> "secord 2"): still decodable.
     let at = blob.windows(8).position(|w| w == b"record 2").unwrap();
     blob[at] ^= 0x01;
-    conn.execute("UPDATE events SET event=?1 WHERE session='s' AND seq=3", [&blob])
-        .unwrap();
+    conn.execute(
+        "UPDATE events SET event=?1 WHERE session='s' AND seq=3",
+        [&blob],
+    )
+    .unwrap();
     match verify_raw(&raw_rows(&path, "s")) {
         Err(ChainFault::Tampered {
             seq: 3,
@@ -223,8 +265,11 @@ async fn altered_hash_and_broken_link_are_tampering() {
     let path = db_in(&dir);
     fill(&path, "s", 4).await;
     let conn = Connection::open(&path).unwrap();
-    conn.execute("UPDATE events SET hash='deadbeef' WHERE session='s' AND seq=2", [])
-        .unwrap();
+    conn.execute(
+        "UPDATE events SET hash='deadbeef' WHERE session='s' AND seq=2",
+        [],
+    )
+    .unwrap();
     assert_eq!(
         verify_raw(&raw_rows(&path, "s")).unwrap_err(),
         ChainFault::Tampered {
@@ -237,7 +282,10 @@ async fn altered_hash_and_broken_link_are_tampering() {
     fill(&path2, "s", 4).await;
     Connection::open(&path2)
         .unwrap()
-        .execute("UPDATE events SET prev_hash='' WHERE session='s' AND seq=3", [])
+        .execute(
+            "UPDATE events SET prev_hash='' WHERE session='s' AND seq=3",
+            [],
+        )
         .unwrap();
     assert_eq!(
         verify_raw(&raw_rows(&path2, "s")).unwrap_err(),
@@ -306,7 +354,12 @@ fn child_writer_entry() {
             n += 1;
             let head = j.head(&session).await.unwrap();
             match j
-                .append(&session, head, 0, input(&format!("{} #{n}", std::process::id())))
+                .append(
+                    &session,
+                    head,
+                    0,
+                    input(&format!("{} #{n}", std::process::id())),
+                )
                 .await
             {
                 Ok(rec) => {
@@ -322,7 +375,13 @@ fn child_writer_entry() {
 
 fn spawn_child(path: &Path, session: &str, wins: usize, stdout: Stdio) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_writer_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_writer_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, format!("{}|{session}|{wins}", path.display()))
         .stdout(stdout)
         .stderr(Stdio::inherit())
@@ -337,15 +396,18 @@ async fn two_processes_race_one_session() {
     let path = db_in(&dir);
     drop(SqliteJournal::open(&path).unwrap());
     let per_child = 150;
-    let children: Vec<_> = (0..2).map(|_| spawn_child(&path, "race", per_child, Stdio::piped())).collect();
+    let children: Vec<_> = (0..2)
+        .map(|_| spawn_child(&path, "race", per_child, Stdio::piped()))
+        .collect();
     let mut won = Vec::new();
     for child in children {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "child failed: {:?}", out.status);
+        // The test harness may print its own "test … ..." prefix on the first line.
         let text = String::from_utf8(out.stdout).unwrap();
         let seqs: Vec<i64> = text
             .lines()
-            .filter_map(|l| l.strip_prefix("WON "))
+            .filter_map(|l| l.split_once("WON ").map(|(_, seq)| seq))
             .map(|s| s.trim().parse().unwrap())
             .collect();
         assert_eq!(seqs.len(), per_child);
@@ -370,9 +432,7 @@ async fn writer_killed_mid_burst_leaves_a_verifiable_chain() {
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let committed = Connection::open(&path)
-            .and_then(|c| {
-                c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get::<_, i64>(0))
-            })
+            .and_then(|c| c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get::<_, i64>(0)))
             .unwrap_or(0);
         if committed > 50 || std::time::Instant::now() > deadline {
             break;
@@ -384,7 +444,12 @@ async fn writer_killed_mid_burst_leaves_a_verifiable_chain() {
     let head = j.head("burst").await.unwrap();
     assert!(head > 0, "child never committed");
     let rows = j.read_raw("burst").await.unwrap();
-    assert_eq!(verify_raw(&rows).unwrap().records, usize::try_from(head).unwrap());
+    assert_eq!(
+        verify_raw(&rows).unwrap().records,
+        usize::try_from(head).unwrap()
+    );
     // And the session continues from its head.
-    j.append("burst", head, 0, input("after crash")).await.unwrap();
+    j.append("burst", head, 0, input("after crash"))
+        .await
+        .unwrap();
 }

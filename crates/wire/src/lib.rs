@@ -8,7 +8,7 @@
 //! - [`gojson`]: the Go `encoding/json` shape of domain types, used by the model-input hash (I0)
 //!   and by the reference JSON journal format.
 //! - [`model_input`]: the model-input hash (I0).
-//! - [`error`]: [`WireError`].
+//! - [`error`]: the crate error, [`WireError`].
 #![warn(missing_docs)]
 
 pub mod canonical;

@@ -65,7 +65,9 @@ fn decode_origin(text: &str) -> Result<Option<Origin>> {
     }
     let map = json_object("origin", text)?;
     let attributes = match map.get("attributes") {
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| corrupt("origin", &e.to_string()))?,
+        Some(v) => {
+            serde_json::from_value(v.clone()).map_err(|e| corrupt("origin", &e.to_string()))?
+        }
         None => BTreeMap::new(),
     };
     Ok(Some(Origin {

@@ -150,7 +150,9 @@ impl SqliteJournal {
                 None => open_reader(&path)?,
             };
             let out = f(&conn);
-            let mut guard = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if guard.len() < READ_POOL {
                 guard.push(conn);
             }
@@ -317,7 +319,8 @@ impl Journal for SqliteJournal {
                 codec::SESSION_COLUMNS
             ))?;
             let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![project, has_cursor, after_time, after_uid, limit])?;
+            let mut rows =
+                stmt.query(params![project, has_cursor, after_time, after_uid, limit])?;
             let mut sessions = Vec::new();
             while let Some(row) = rows.next()? {
                 sessions.push(codec::session_info_from_row(row)?);
@@ -372,7 +375,10 @@ impl Journal for SqliteJournal {
                 codec::HARNESS_COLUMNS
             ))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(params![after, include_retired, limit], codec::harness_from_row)?;
+            let rows = stmt.query_map(
+                params![after, include_retired, limit],
+                codec::harness_from_row,
+            )?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
         .await
@@ -394,7 +400,8 @@ impl Journal for SqliteJournal {
 
     async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
-        self.with_reader(move |conn| writer::is_reserved(conn, &name)).await
+        self.with_reader(move |conn| writer::is_reserved(conn, &name))
+            .await
     }
 }
 

@@ -169,7 +169,15 @@ fn apply(tx: &Transaction<'_>, cmd: Command, now: i64, default_project: &str) ->
         } => Done::Append(
             ack,
             atomically(tx, || {
-                append(tx, &session, expected_last_seq, fence, events, now, default_project)
+                append(
+                    tx,
+                    &session,
+                    expected_last_seq,
+                    fence,
+                    events,
+                    now,
+                    default_project,
+                )
             }),
         ),
         Command::NewFence { session, ack } => {
@@ -184,7 +192,9 @@ fn apply(tx: &Transaction<'_>, cmd: Command, now: i64, default_project: &str) ->
             spec_digest,
             ack,
         } => Done::Register(ack, register(tx, &name, &spec, &spec_digest, now)),
-        Command::Retire { name, reason, ack } => Done::Harness(ack, retire(tx, &name, &reason, now)),
+        Command::Retire { name, reason, ack } => {
+            Done::Harness(ack, retire(tx, &name, &reason, now))
+        }
         Command::Reserve { names, ack } => Done::Unit(ack, reserve(tx, &names, now)),
     }
 }
@@ -211,7 +221,9 @@ fn append(
     default_project: &str,
 ) -> Result<Vec<LogRecord>> {
     let (head, mut prev_hash): (i64, String) = tx
-        .prepare_cached("SELECT seq, hash FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1")?
+        .prepare_cached(
+            "SELECT seq, hash FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
+        )?
         .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?
         .unwrap_or_default();
@@ -281,7 +293,12 @@ fn new_fence(tx: &Transaction<'_>, session: &str, now: i64, default_project: &st
         .query_row(params![session, default_project, now], |r| r.get(0))?)
 }
 
-fn put_session(tx: &Transaction<'_>, row: SessionRow, now: i64, default_project: &str) -> Result<()> {
+fn put_session(
+    tx: &Transaction<'_>,
+    row: SessionRow,
+    now: i64,
+    default_project: &str,
+) -> Result<()> {
     let project = if row.project.is_empty() {
         default_project.to_owned()
     } else {
