@@ -79,6 +79,15 @@ pub enum JournalError {
     /// The batch holding this write failed to commit; nothing of it is durable.
     #[error("journal commit failed, nothing was written: {0}")]
     CommitFailed(String),
+    /// Re-appending an imported record did not reproduce it (its hash, link or seq differ), so the
+    /// journal it came from does not follow this chain's rules.
+    #[error("imported record {seq} was not reproduced: {reason}")]
+    ImportMismatch {
+        /// The record's seq.
+        seq: i64,
+        /// What differed.
+        reason: String,
+    },
     /// The journal's writer has shut down.
     #[error("journal is closed")]
     Closed,

@@ -35,6 +35,8 @@ use agentsessions_wire::gojson::{
     write_event, write_string,
 };
 
+use crate::error::JournalError;
+use crate::journal::Journal;
 use crate::record::LogRecord;
 
 /// A layout of the reference JSON journal; see the [module documentation](self).
@@ -200,4 +202,50 @@ pub fn export_reference_json(
     let mut out = indent(&compact);
     out.push('\n');
     Ok(out)
+}
+
+/// Loads imported records into `session` of `journal` the way the reference loader does: for
+/// each record the session's fence is raised until it reaches the record's fence, then the event
+/// is appended at `seq - 1` with that fence, and the committed record must equal the imported one
+/// (same seq, prev_hash, hash, fence and event). So a successful load proves this writer
+/// reproduces every imported hash.
+///
+/// # Errors
+/// [`JournalError::ImportMismatch`] when a record is not reproduced (nothing after it is
+/// written), and any append error (a non-empty target session is a CAS conflict).
+pub async fn load_records(
+    journal: &dyn Journal,
+    session: &str,
+    records: &[LogRecord],
+) -> Result<(), JournalError> {
+    let mut fence = journal
+        .session_info(session)
+        .await
+        .map(|info| info.fence)
+        .or_else(|e| match e {
+            JournalError::SessionNotFound(_) => Ok(0),
+            other => Err(other),
+        })?;
+    for record in records {
+        while fence < record.fence {
+            fence = journal.new_fence(session).await?;
+        }
+        let committed = journal
+            .append(session, record.seq - 1, record.fence, record.event.clone())
+            .await?;
+        if &committed != record {
+            let reason = if committed.seq != record.seq {
+                format!("committed at seq {}", committed.seq)
+            } else if committed.prev_hash != record.prev_hash {
+                "prev_hash differs".to_owned()
+            } else {
+                format!("hash {} differs from {}", committed.hash, record.hash)
+            };
+            return Err(JournalError::ImportMismatch {
+                seq: record.seq,
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
