@@ -453,3 +453,44 @@ async fn writer_killed_mid_burst_leaves_a_verifiable_chain() {
         .await
         .unwrap();
 }
+
+// issue: invalid UTF-8 or NaN in a Struct from the wire is a clear error and nothing is appended
+#[tokio::test]
+async fn bad_wire_input_is_refused_before_the_journal() {
+    use agentsessions_wire::pb;
+    use prost::Message as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let j = SqliteJournal::open(db_in(&dir)).unwrap();
+
+    // A tool call whose Struct args hold NaN: conversion names the field, nothing is appended.
+    let nan = prost_types::Value {
+        kind: Some(prost_types::value::Kind::NumberValue(f64::NAN)),
+    };
+    let wire = pb::Event {
+        kind: pb::EventKind::EventToolCall as i32,
+        body: Some(pb::event::Body::Tool(pb::ToolCall {
+            id: "c1".into(),
+            tool: "t".into(),
+            args: Some(prost_types::Struct {
+                fields: [("x".to_owned(), nan)].into_iter().collect(),
+            }),
+            ..pb::ToolCall::default()
+        })),
+        ..pb::Event::default()
+    };
+    let err = Event::try_from(wire).unwrap_err();
+    assert!(err.to_string().contains("args.x"), "{err}");
+
+    // A frame whose string field is not UTF-8 does not decode at all.
+    let mut bytes = pb::Event {
+        execution_id: "ab".into(),
+        ..pb::Event::default()
+    }
+    .encode_to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] = 0xff;
+    assert!(pb::Event::decode(bytes.as_slice()).is_err());
+
+    assert_eq!(j.head("s").await.unwrap(), 0);
+}

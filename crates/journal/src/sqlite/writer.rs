@@ -168,7 +168,7 @@ fn apply(tx: &Transaction<'_>, cmd: Command, now: i64, default_project: &str) ->
             ack,
         } => Done::Append(
             ack,
-            atomically(tx, || {
+            atomically(tx, events.len(), || {
                 append(
                     tx,
                     &session,
@@ -199,15 +199,19 @@ fn apply(tx: &Transaction<'_>, cmd: Command, now: i64, default_project: &str) ->
     }
 }
 
-/// Runs one command inside a savepoint so a refusal half-way through a multi-record append
-/// leaves nothing of it in the batch's transaction.
-fn atomically<T>(tx: &Transaction<'_>, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    tx.execute_batch("SAVEPOINT command")?;
+/// Runs a multi-record append inside a savepoint so a refusal half-way through leaves nothing
+/// of it in the batch's transaction. A single-record append needs none: its checks precede its
+/// only insert, and a failed insert writes nothing.
+fn atomically<T>(tx: &Transaction<'_>, records: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if records <= 1 {
+        return f();
+    }
+    tx.prepare_cached("SAVEPOINT command")?.execute([])?;
     let out = f();
     if out.is_err() {
-        tx.execute_batch("ROLLBACK TO command")?;
+        tx.prepare_cached("ROLLBACK TO command")?.execute([])?;
     }
-    tx.execute_batch("RELEASE command")?;
+    tx.prepare_cached("RELEASE command")?.execute([])?;
     out
 }
 
