@@ -490,7 +490,7 @@ async fn bad_wire_input_is_refused_before_the_journal() {
     .encode_to_vec();
     let last = bytes.len() - 1;
     bytes[last] = 0xff;
-    assert!(pb::Event::decode(bytes.as_slice()).is_err());
+    pb::Event::decode(bytes.as_slice()).unwrap_err();
 
     assert_eq!(j.head("s").await.unwrap(), 0);
 }
