@@ -77,8 +77,13 @@ pub enum JournalError {
     #[error("journal i/o error: {0}")]
     Io(#[from] std::io::Error),
     /// The batch holding this write failed to commit; nothing of it is durable.
-    #[error("journal commit failed, nothing was written: {0}")]
-    CommitFailed(String),
+    #[error("journal commit failed, nothing was written: {reason}")]
+    CommitFailed {
+        /// What the storage engine reported.
+        reason: String,
+        /// Whether the failure was contention (busy or locked database) that a retry may clear.
+        retryable: bool,
+    },
     /// Re-appending an imported record did not reproduce it (its hash, link or seq differ), so the
     /// journal it came from does not follow this chain's rules.
     #[error("imported record {seq} was not reproduced: {reason}")]
@@ -98,12 +103,16 @@ impl JournalError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Conflict { .. } => true,
-            Self::CommitFailed(reason) => reason.contains("locked") || reason.contains("busy"),
-            Self::Storage(rusqlite::Error::SqliteFailure(e, _)) => matches!(
-                e.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ),
+            Self::CommitFailed { retryable, .. } => *retryable,
+            Self::Storage(e) => is_contention(e),
             _ => false,
         }
     }
+}
+
+/// Whether a storage error is lock contention (another connection holds the database), which
+/// settles on its own.
+pub(crate) fn is_contention(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }

@@ -494,3 +494,34 @@ async fn bad_wire_input_is_refused_before_the_journal() {
 
     assert_eq!(j.head("s").await.unwrap(), 0);
 }
+
+// Long chains are hashed on several threads; the first bad seq must still be the one reported.
+#[tokio::test]
+async fn parallel_verification_reports_the_first_bad_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let j = SqliteJournal::open(&path).unwrap();
+    let events: Vec<Event> = (0..5000).map(|i| input(&format!("record {i}"))).collect();
+    j.append_batch("long", 0, 0, events).await.unwrap();
+    assert_eq!(
+        verify_raw(&j.read_raw("long").await.unwrap())
+            .unwrap()
+            .records,
+        5000
+    );
+    let conn = Connection::open(&path).unwrap();
+    for seq in [4321, 2500] {
+        conn.execute(
+            "UPDATE events SET hash='00' WHERE session='long' AND seq=?1",
+            [seq],
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        verify_raw(&raw_rows(&path, "long")).unwrap_err(),
+        ChainFault::Tampered {
+            seq: 2500,
+            reason: TamperReason::ContentHashMismatch
+        }
+    );
+}

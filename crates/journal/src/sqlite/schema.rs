@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 
 use crate::chain::decode_event;
-use crate::error::{JournalError, Result};
+use crate::error::{JournalError, Result, is_contention};
 
 /// The schema version this build writes (and the newest it opens).
 pub const SCHEMA_VERSION: i64 = 2;
@@ -129,18 +129,13 @@ fn enable_wal(conn: &Connection) -> Result<()> {
                     "journal file refused WAL mode (reported {mode})"
                 )));
             }
-            Err(e) if Instant::now() < deadline && is_busy(&e) => {
+            Err(e) if Instant::now() < deadline && is_contention(&e) => {
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_millis(250));
             }
             Err(e) => return Err(e.into()),
         }
     }
-}
-
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _)
-        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// The v1 → v2 rung: names that sessions already use (their row, or a harness recorded on an

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension as _, Transaction, params};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::chain::PreparedEvent;
-use crate::error::{JournalError, Result};
+use crate::error::{JournalError, Result, is_contention};
 use crate::journal::{HarnessRow, RegisterOutcome, SessionRow};
 use crate::projection::project_compute_state;
 use crate::record::LogRecord;
@@ -81,8 +81,8 @@ impl Done {
         }
     }
 
-    fn fail(self, reason: &str) {
-        let err = || JournalError::CommitFailed(reason.to_owned());
+    fn fail(self, failure: &Failure) {
+        let err = || failure.error();
         match self {
             Self::Append(ack, _) => drop(ack.send(Err(err()))),
             Self::Fence(ack, _) => drop(ack.send(Err(err()))),
@@ -93,13 +93,38 @@ impl Done {
     }
 
     /// Storage failures poison the transaction; logical refusals (CAS, fence) wrote nothing.
-    fn storage_failure(&self) -> Option<String> {
+    fn storage_failure(&self) -> Option<Failure> {
         let err = match self {
             Self::Append(_, Err(e)) | Self::Fence(_, Err(e)) | Self::Unit(_, Err(e)) => e,
             Self::Register(_, Err(e)) | Self::Harness(_, Err(e)) => e,
             _ => return None,
         };
-        matches!(err, JournalError::Storage(_)).then(|| err.to_string())
+        matches!(err, JournalError::Storage(_)).then(|| Failure {
+            reason: err.to_string(),
+            retryable: err.is_retryable(),
+        })
+    }
+}
+
+/// Why a whole batch failed; every caller in it gets the same error.
+struct Failure {
+    reason: String,
+    retryable: bool,
+}
+
+impl Failure {
+    fn of(e: &rusqlite::Error) -> Self {
+        Self {
+            reason: e.to_string(),
+            retryable: is_contention(e),
+        }
+    }
+
+    fn error(&self) -> JournalError {
+        JournalError::CommitFailed {
+            reason: self.reason.clone(),
+            retryable: self.retryable,
+        }
     }
 }
 
@@ -123,9 +148,9 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Command>, default_project
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
-            let reason = e.to_string();
+            let failure = Failure::of(&e);
             for cmd in batch.drain(..) {
-                fail_command(cmd, &reason);
+                fail_command(cmd, &failure);
             }
             return;
         }
@@ -136,17 +161,17 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Command>, default_project
     }
     let poisoned = done.iter().find_map(Done::storage_failure);
     let outcome = match poisoned {
-        Some(reason) => Err(reason),
-        None => tx.commit().map_err(|e| e.to_string()),
+        Some(failure) => Err(failure),
+        None => tx.commit().map_err(|e| Failure::of(&e)),
     };
     match outcome {
         Ok(()) => done.into_iter().for_each(Done::send),
-        Err(reason) => done.into_iter().for_each(|d| d.fail(&reason)),
+        Err(failure) => done.into_iter().for_each(|d| d.fail(&failure)),
     }
 }
 
-fn fail_command(cmd: Command, reason: &str) {
-    let err = || JournalError::CommitFailed(reason.to_owned());
+fn fail_command(cmd: Command, failure: &Failure) {
+    let err = || failure.error();
     match cmd {
         Command::Append { ack, .. } => drop(ack.send(Err(err()))),
         Command::NewFence { ack, .. } => drop(ack.send(Err(err()))),
