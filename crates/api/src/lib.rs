@@ -17,6 +17,7 @@
 //! - [`authz`]: [`Action`], [`AuthorizationRequest`], the [`Authorizer`] trait,
 //!   [`OwnerAuthorizer`] and [`OwnerAllowlistAuthorizer`].
 //! - [`policy`]: [`ModelPolicy`], host-owned model admission.
+//! - [`provider`]: [`ModelProvider`] and [`DeltaSink`], the seam the host calls models through.
 //! - [`error`]: [`ApiError`] (the seed's error values and error trees), [`StatusCode`] and
 //!   [`is_park_unwind`].
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod error;
 pub mod event;
 pub mod harness;
 pub mod policy;
+pub mod provider;
 pub mod runtime;
 pub mod session;
 
@@ -39,5 +41,6 @@ pub use error::*;
 pub use event::*;
 pub use harness::*;
 pub use policy::*;
+pub use provider::*;
 pub use runtime::*;
 pub use session::*;
