@@ -1,0 +1,140 @@
+//! What a host plugs into the controller: a tool executor, an observer of committed records and
+//! deltas, a source of ids, and the registry that cancels running executions.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentsessions_api::{Delta, ToolCall, ToolResult};
+use agentsessions_journal::LogRecord;
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+/// Runs controller-mediated (and approved) tool calls on the host.
+///
+/// The controller records the call (with its idempotency key) before calling `execute`, and
+/// re-drives a recorded call whose result was lost, with the same key, at most once per resume:
+/// an executor must therefore deduplicate durably on `(session_uid, idempotency_key)`. Keys are
+/// unique per session only; a fork child is a new namespace.
+#[async_trait]
+pub trait ToolExecutor: Send + Sync {
+    /// Executes `call` for `session_uid` and returns its result. The controller overwrites the
+    /// result's `id` with the call id.
+    ///
+    /// # Errors
+    /// Any error means "no result": nothing is journaled, the harness sees the error, and a
+    /// later resume re-drives the recorded call.
+    async fn execute(
+        &self,
+        session_uid: &str,
+        call: &ToolCall,
+    ) -> agentsessions_api::Result<ToolResult>;
+}
+
+/// Watches a turn as it happens: every committed record, in seq order, and every streaming
+/// delta. Calls are made inline from the turn, so implementations must be quick (forward to a
+/// channel) and must not block.
+pub trait Observer: Send + Sync {
+    /// A record the journal committed for this turn.
+    fn record(&self, record: &LogRecord);
+    /// A transport-only streaming chunk (never journaled).
+    fn delta(&self, delta: &Delta);
+}
+
+/// Where execution and model-call ids come from. Ids are inputs to the controller (STYLE rule
+/// 3), so tests can make them deterministic.
+pub trait IdSource: Send + Sync + Debug {
+    /// A fresh execution id (16 lowercase hex).
+    fn execution_id(&self) -> String;
+    /// A fresh model-call id (16 lowercase hex).
+    fn model_call_id(&self) -> String;
+}
+
+/// Random ids, as semantics §1.6 specifies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn execution_id(&self) -> String {
+        agentsessions_journal::rules::new_execution_id()
+    }
+
+    fn model_call_id(&self) -> String {
+        agentsessions_journal::rules::new_execution_id()
+    }
+}
+
+/// The running executions of this host, by execution id, so a `Cancel` can reach the turn that
+/// owns one. Cheap to clone; share one per host.
+#[derive(Debug, Clone, Default)]
+pub struct Cancellations {
+    running: Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>,
+}
+
+/// Held by a running execution; unregisters it when dropped.
+#[derive(Debug)]
+pub(crate) struct CancelGuard {
+    registry: Cancellations,
+    execution_id: String,
+    pub(crate) cancelled: oneshot::Receiver<String>,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.execution_id);
+    }
+}
+
+impl Cancellations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<String>>> {
+        // The map holds plain senders; a panic elsewhere cannot leave it inconsistent.
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn register(&self, execution_id: &str) -> CancelGuard {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(execution_id.to_owned(), tx);
+        CancelGuard {
+            registry: self.clone(),
+            execution_id: execution_id.to_owned(),
+            cancelled: rx,
+        }
+    }
+
+    /// Asks the running execution `execution_id` to stop with `reason`. Returns false when no
+    /// execution with that id is running on this host.
+    pub fn cancel(&self, execution_id: &str, reason: &str) -> bool {
+        match self.lock().remove(execution_id) {
+            Some(tx) => tx.send(reason.to_owned()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether `execution_id` is running on this host.
+    pub fn is_running(&self, execution_id: &str) -> bool {
+        self.lock().contains_key(execution_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn cancel_reaches_the_registered_execution_once() {
+        let registry = Cancellations::default();
+        let mut guard = registry.register("x");
+        assert!(registry.is_running("x"));
+        assert!(registry.cancel("x", "stop"));
+        assert!(!registry.cancel("x", "again"));
+        assert_eq!((&mut guard.cancelled).await.unwrap(), "stop");
+    }
+
+    #[test]
+    fn dropping_the_guard_unregisters() {
+        let registry = Cancellations::default();
+        drop(registry.register("y"));
+        assert!(!registry.is_running("y"));
+        assert!(!registry.cancel("y", "late"));
+    }
+}

@@ -1,0 +1,36 @@
+//! The agentsessions controller: the single writer of a session's turns.
+//!
+//! A [`Controller`] drives one harness for one session. A turn (`exec`) writes EXECUTION_START
+//! and the inputs as its CAS point, runs the harness against a live [`agentsessions_api::EventSink`]
+//! that journals every effect before the harness observes it (model calls through a
+//! [`agentsessions_api::ModelProvider`], tools through a [`ToolExecutor`], approvals through the
+//! gate), and closes with END or ERROR. `replay` re-runs recorded executions against their
+//! journaled effects without calling any model; `resume` re-drives an interrupted execution at
+//! most once per effect; `approve` records decisions; [`Cancellations`] stops a running turn.
+//!
+//! The decisions are pure and live apart from the I/O: [`log`] reads a journal as executions,
+//! [`approval`] derives approval state, [`effects`] matches harness calls against recorded
+//! effects. The sink and the controller perform what those decisions ask for.
+//!
+//! Module map:
+//! - [`controller`] — [`Controller`], [`ExecRequest`], outcomes and reports.
+//! - [`log`] — execution grouping, the legacy prefix, input completeness.
+//! - [`approval`] — the approval scan and receipt rules.
+//! - [`effects`] — the recorded effect cursor and matching rules.
+//! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`].
+//! - [`legacy`] — the compatibility id of v0.1.2 turns.
+//! - [`mod@error`] — [`ControllerError`].
+#![warn(missing_docs)]
+
+pub mod approval;
+pub mod controller;
+pub mod effects;
+pub mod error;
+pub mod hooks;
+pub mod legacy;
+pub mod log;
+mod sink;
+
+pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
+pub use error::{ControllerError, Result};
+pub use hooks::{Cancellations, IdSource, Observer, RandomIds, ToolExecutor};

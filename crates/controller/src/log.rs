@@ -1,0 +1,521 @@
+//! Reading a journal as executions (semantics §3.2 and §3.6): the legacy prefix, grouping by
+//! execution id, the effect stream of each execution and its input completeness.
+//!
+//! Everything here is pure: it takes the records and returns a view of them, so replay, resume,
+//! exec and the approval scan agree on one reading of the log.
+
+use std::collections::HashMap;
+
+use agentsessions_api::{EventKind, ExecutionStart, LifecycleKind, Message};
+use agentsessions_journal::LogRecord;
+
+use crate::error::{ControllerError, Result};
+
+/// One execution as the journal records it.
+#[derive(Debug, Clone, Default)]
+pub struct Execution {
+    /// Journaled execution id; empty for the legacy execution.
+    pub id: String,
+    /// True for the v0.1.2 execution (records without execution ids).
+    pub legacy: bool,
+    /// Index (into the records) of the execution's first event; its History is everything before.
+    pub first: usize,
+    /// The EXECUTION_START body, when the writer recorded one.
+    pub start: Option<ExecutionStart>,
+    /// Recorded inputs in order.
+    pub inputs: Vec<Message>,
+    /// INPUT records, including any without a message.
+    pub input_records: i64,
+    /// True when some INPUT record carries no message.
+    pub input_without_message: bool,
+    /// Indices of the effect records (MODEL_CALL, OUTPUT, TOOL_CALL, TOOL_RESULT, USAGE and the
+    /// approval records), in journal order.
+    pub effects: Vec<usize>,
+    /// Index of the END record, when the execution completed.
+    pub end: Option<usize>,
+    /// Index of the record whose canonical form names a legacy execution (semantics §3.6).
+    pub anchor: usize,
+}
+
+impl Execution {
+    /// Whether an END closed the execution.
+    pub fn completed(&self) -> bool {
+        self.end.is_some()
+    }
+
+    /// The input completeness rule of semantics §3.2 step 4. Executions without an
+    /// EXECUTION_START are exempt.
+    ///
+    /// # Errors
+    /// [`ControllerError::InvalidExecutionLog`] for a missing or negative count, an INPUT without a
+    /// message or a count mismatch on a completed execution;
+    /// [`ControllerError::IncompleteInvocation`] when an unfinished execution lost inputs.
+    pub fn check_inputs(&self) -> Result<()> {
+        let Some(start) = &self.start else {
+            return Ok(());
+        };
+        let Some(expected) = start.input_count else {
+            return Err(invalid(format!(
+                "execution {} has no input_count in its EXECUTION_START",
+                self.id
+            )));
+        };
+        if expected < 0 {
+            return Err(invalid(format!(
+                "execution {} records a negative input_count",
+                self.id
+            )));
+        }
+        if self.input_without_message {
+            return Err(invalid(format!(
+                "execution {} has an INPUT without a message",
+                self.id
+            )));
+        }
+        if self.input_records == expected {
+            return Ok(());
+        }
+        if !self.completed() && self.input_records < expected {
+            return Err(ControllerError::IncompleteInvocation {
+                execution_id: self.id.clone(),
+                recorded: self.input_records,
+                expected,
+            });
+        }
+        Err(invalid(format!(
+            "execution {} records {} inputs but its EXECUTION_START expects {expected}",
+            self.id, self.input_records
+        )))
+    }
+
+    /// The recorded harness name and version (empty when not recorded).
+    pub fn harness_identity(&self) -> (&str, &str) {
+        self.start.as_ref().map_or(("", ""), |s| {
+            (s.harness.as_str(), s.harness_version.as_str())
+        })
+    }
+}
+
+/// The journal read as executions.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionLog {
+    /// End (exclusive index) of the legacy prefix; 0 when the log has no legacy events.
+    pub legacy_end: usize,
+    /// True when the log has legacy (id-less) execution events.
+    pub has_legacy: bool,
+    /// The replayable legacy execution (the prefix up to its last END, or the whole log when it
+    /// is entirely legacy).
+    pub legacy: Option<Execution>,
+    /// Modern executions in first-seen order.
+    pub executions: Vec<Execution>,
+    /// Seq of the latest LIFECYCLE FORK marker, 0 when none.
+    pub last_fork_seq: i64,
+}
+
+fn invalid(reason: String) -> ControllerError {
+    ControllerError::InvalidExecutionLog(reason)
+}
+
+/// Kinds a v0.1.2 writer journaled without an execution id.
+fn is_legacy_kind(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Input
+            | EventKind::ModelCall
+            | EventKind::Output
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::Usage
+            | EventKind::End
+            | EventKind::Error
+    )
+}
+
+/// Kinds that form an execution's effect stream.
+fn is_effect_kind(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::ModelCall
+            | EventKind::Output
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::Usage
+            | EventKind::ApprovalRequest
+            | EventKind::ApprovalResult
+    )
+}
+
+impl ExecutionLog {
+    /// Groups `records` (seq order, from seq 1) into executions.
+    ///
+    /// # Errors
+    /// [`ControllerError::InvalidExecutionLog`] when the log breaks the grouping rules.
+    pub fn read(records: &[LogRecord]) -> Result<Self> {
+        let mut log = Self::default();
+        let mut boundary = records.len();
+        let mut last_legacy_kind = None;
+        for (i, record) in records.iter().enumerate() {
+            let event = &record.event;
+            if event.kind == EventKind::Lifecycle {
+                continue;
+            }
+            if event.kind == EventKind::ExecutionStart && event.execution_id.is_empty() {
+                return Err(invalid(format!(
+                    "seq {}: EXECUTION_START without an execution id",
+                    record.seq
+                )));
+            }
+            if !event.execution_id.is_empty() {
+                boundary = i;
+                break;
+            }
+            if !is_legacy_kind(event.kind) {
+                return Err(invalid(format!(
+                    "seq {}: {} without an execution id",
+                    record.seq,
+                    event.kind.as_str()
+                )));
+            }
+            last_legacy_kind = Some(event.kind);
+        }
+        log.has_legacy = last_legacy_kind.is_some();
+        if log.has_legacy {
+            log.legacy_end = boundary;
+            if boundary < records.len()
+                && records[boundary].event.kind != EventKind::ExecutionStart
+                && last_legacy_kind != Some(EventKind::End)
+            {
+                return Err(invalid(format!(
+                    "seq {}: a modern event follows an unfinished legacy turn; resume the legacy \
+                     turn first",
+                    records[boundary].seq
+                )));
+            }
+            log.legacy = legacy_execution(records, boundary);
+        }
+
+        let mut by_id: HashMap<&str, usize> = HashMap::new();
+        for (i, record) in records.iter().enumerate() {
+            let event = &record.event;
+            if event.kind == EventKind::Lifecycle {
+                if event
+                    .lifecycle()
+                    .is_some_and(|l| l.kind == LifecycleKind::Fork)
+                {
+                    log.last_fork_seq = record.seq;
+                }
+                continue;
+            }
+            if i < log.legacy_end {
+                continue;
+            }
+            if event.execution_id.is_empty() {
+                return Err(invalid(format!(
+                    "seq {}: {} without an execution id after modern events",
+                    record.seq,
+                    event.kind.as_str()
+                )));
+            }
+            let index = match by_id.get(event.execution_id.as_str()) {
+                Some(&index) => index,
+                None => {
+                    log.executions.push(Execution {
+                        id: event.execution_id.clone(),
+                        first: i,
+                        anchor: i,
+                        ..Execution::default()
+                    });
+                    by_id.insert(&event.execution_id, log.executions.len() - 1);
+                    log.executions.len() - 1
+                }
+            };
+            let execution = &mut log.executions[index];
+            match event.kind {
+                EventKind::ExecutionStart => {
+                    if execution.first != i {
+                        return Err(invalid(format!(
+                            "seq {}: EXECUTION_START is not the first event of execution {}",
+                            record.seq, execution.id
+                        )));
+                    }
+                    let Some(start) = event.execution_start() else {
+                        return Err(invalid(format!(
+                            "seq {}: EXECUTION_START without a body",
+                            record.seq
+                        )));
+                    };
+                    execution.start = Some(start.clone());
+                }
+                EventKind::Input => add_input(execution, event.message()),
+                EventKind::End => execution.end = Some(i),
+                EventKind::Error => {}
+                EventKind::Parked => {
+                    return Err(invalid(format!(
+                        "seq {}: PARKED is transport-only and must never be journaled",
+                        record.seq
+                    )));
+                }
+                kind if is_effect_kind(kind) => execution.effects.push(i),
+                other => {
+                    return Err(invalid(format!(
+                        "seq {}: unexpected {} record",
+                        record.seq,
+                        other.as_str()
+                    )));
+                }
+            }
+        }
+        Ok(log)
+    }
+
+    /// The execution a resume would pick: the last one, modern or (for a pure legacy log) the
+    /// legacy tail. `None` for an empty log.
+    pub fn last(&self) -> Option<&Execution> {
+        self.executions.last()
+    }
+
+    /// Whether every event of the log is legacy or lifecycle.
+    pub fn is_pure_legacy(&self, len: usize) -> bool {
+        self.has_legacy && self.legacy_end == len
+    }
+}
+
+fn add_input(execution: &mut Execution, message: Option<&Message>) {
+    execution.input_records += 1;
+    match message {
+        Some(m) => execution.inputs.push(m.clone()),
+        None => execution.input_without_message = true,
+    }
+}
+
+/// The legacy execution replay re-runs (semantics §3.2 step 1): the whole log when it is all
+/// legacy, else the prefix up to its last END, else none.
+fn legacy_execution(records: &[LogRecord], legacy_end: usize) -> Option<Execution> {
+    let covered = if legacy_end == records.len() {
+        legacy_end
+    } else {
+        let last_end = records[..legacy_end]
+            .iter()
+            .rposition(|r| r.event.kind == EventKind::End)?;
+        last_end + 1
+    };
+    let mut execution = Execution {
+        legacy: true,
+        ..Execution::default()
+    };
+    let mut anchor = None;
+    let mut first_legacy = None;
+    for (i, record) in records[..covered].iter().enumerate() {
+        let event = &record.event;
+        match event.kind {
+            EventKind::Lifecycle => continue,
+            EventKind::Input => {
+                add_input(&mut execution, event.message());
+                anchor.get_or_insert(i);
+            }
+            EventKind::End => execution.end = Some(i),
+            EventKind::ModelCall
+            | EventKind::Output
+            | EventKind::ToolCall
+            | EventKind::ToolResult => execution.effects.push(i),
+            _ => {}
+        }
+        first_legacy.get_or_insert(i);
+    }
+    execution.anchor = anchor.or(first_legacy).unwrap_or(0);
+    Some(execution)
+}
+
+/// The legacy turn a resume re-drives (semantics §3.6): the last INPUT of the prefix, its
+/// effects after it, completed when an END or ERROR follows it. `None` when the prefix has no
+/// INPUT.
+pub fn legacy_tail(records: &[LogRecord], legacy_end: usize) -> Option<Execution> {
+    let prefix = &records[..legacy_end];
+    let input_at = prefix
+        .iter()
+        .rposition(|r| r.event.kind == EventKind::Input)?;
+    let mut execution = Execution {
+        legacy: true,
+        first: input_at,
+        anchor: input_at,
+        ..Execution::default()
+    };
+    add_input(&mut execution, prefix[input_at].event.message());
+    for (offset, record) in prefix[input_at + 1..].iter().enumerate() {
+        let i = input_at + 1 + offset;
+        match record.event.kind {
+            EventKind::End | EventKind::Error => execution.end = Some(i),
+            EventKind::ModelCall
+            | EventKind::Output
+            | EventKind::ToolCall
+            | EventKind::ToolResult => execution.effects.push(i),
+            _ => {}
+        }
+    }
+    Some(execution)
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsessions_api::{Event, EventBody, HarnessEnd, Lifecycle};
+
+    use super::*;
+
+    fn rec(seq: i64, id: &str, kind: EventKind, body: Option<EventBody>) -> LogRecord {
+        LogRecord {
+            seq,
+            prev_hash: String::new(),
+            hash: String::new(),
+            fence: 0,
+            event: Event {
+                execution_id: id.into(),
+                kind,
+                body,
+                ..Event::default()
+            },
+        }
+    }
+
+    fn input(seq: i64, id: &str, text: &str) -> LogRecord {
+        rec(
+            seq,
+            id,
+            EventKind::Input,
+            Some(EventBody::Message(Message::text_message("user", text))),
+        )
+    }
+
+    fn start(seq: i64, id: &str, count: Option<i64>) -> LogRecord {
+        rec(
+            seq,
+            id,
+            EventKind::ExecutionStart,
+            Some(EventBody::ExecutionStart(ExecutionStart {
+                input_count: count,
+                ..ExecutionStart::default()
+            })),
+        )
+    }
+
+    fn end(seq: i64, id: &str) -> LogRecord {
+        rec(
+            seq,
+            id,
+            EventKind::End,
+            Some(EventBody::End(HarnessEnd {
+                state: "COMPLETED".into(),
+                error: None,
+            })),
+        )
+    }
+
+    // semantics §3.2: executions group by id in first-seen order; lifecycle belongs to none.
+    #[test]
+    fn groups_modern_executions() {
+        let records = vec![
+            start(1, "a", Some(1)),
+            input(2, "a", "one"),
+            rec(3, "a", EventKind::Output, None),
+            end(4, "a"),
+            rec(
+                5,
+                "",
+                EventKind::Lifecycle,
+                Some(EventBody::Lifecycle(Lifecycle {
+                    kind: LifecycleKind::Fork,
+                    ..Lifecycle::default()
+                })),
+            ),
+            start(6, "b", Some(1)),
+            input(7, "b", "two"),
+        ];
+        let log = ExecutionLog::read(&records).unwrap();
+        assert_eq!(log.executions.len(), 2);
+        assert!(log.executions[0].completed());
+        assert!(!log.executions[1].completed());
+        assert_eq!(log.executions[0].effects, vec![2]);
+        assert_eq!(log.last_fork_seq, 5);
+        assert!(log.legacy.is_none());
+        log.executions[0].check_inputs().unwrap();
+    }
+
+    // semantics §3.2 step 2: an id-less event after modern ones is invalid.
+    #[test]
+    fn idless_after_modern_is_invalid() {
+        let records = vec![start(1, "a", Some(0)), input(2, "", "x")];
+        assert!(matches!(
+            ExecutionLog::read(&records),
+            Err(ControllerError::InvalidExecutionLog(_))
+        ));
+    }
+
+    // semantics §3.2 step 3: EXECUTION_START must come first in its execution.
+    #[test]
+    fn late_start_is_invalid() {
+        let records = vec![input(1, "a", "x"), start(2, "a", Some(1))];
+        ExecutionLog::read(&records).unwrap_err();
+    }
+
+    // semantics §3.2 step 4: count mismatch on a completed execution is invalid; fewer inputs on
+    // an unfinished one is an incomplete invocation; a missing count fails closed.
+    #[test]
+    fn input_completeness() {
+        let completed = vec![start(1, "a", Some(2)), input(2, "a", "x"), end(3, "a")];
+        let log = ExecutionLog::read(&completed).unwrap();
+        assert!(matches!(
+            log.executions[0].check_inputs(),
+            Err(ControllerError::InvalidExecutionLog(_))
+        ));
+        let unfinished = vec![start(1, "a", Some(2)), input(2, "a", "x")];
+        let log = ExecutionLog::read(&unfinished).unwrap();
+        assert!(matches!(
+            log.executions[0].check_inputs(),
+            Err(ControllerError::IncompleteInvocation {
+                recorded: 1,
+                expected: 2,
+                ..
+            })
+        ));
+        let countless = vec![start(1, "a", None), end(2, "a")];
+        let log = ExecutionLog::read(&countless).unwrap();
+        assert!(log.executions[0].check_inputs().is_err());
+    }
+
+    // semantics §3.6: a modern start after an unfinished legacy tail is an acceptable boundary;
+    // an id-bearing non-start event is not.
+    #[test]
+    fn legacy_boundaries() {
+        let superseded = vec![input(1, "", "old"), start(2, "m", Some(0))];
+        let log = ExecutionLog::read(&superseded).unwrap();
+        assert!(log.has_legacy);
+        assert_eq!(log.legacy_end, 1);
+        assert!(
+            log.legacy.is_none(),
+            "an unfinished legacy tail is not replayed"
+        );
+        let bad = vec![input(1, "", "old"), input(2, "m", "new")];
+        ExecutionLog::read(&bad).unwrap_err();
+        let ended = vec![input(1, "", "old"), end(2, ""), input(3, "m", "new")];
+        let log = ExecutionLog::read(&ended).unwrap();
+        let legacy = log.legacy.unwrap();
+        assert_eq!(legacy.inputs.len(), 1);
+        assert!(legacy.completed());
+    }
+
+    // semantics §3.6: resume of a legacy tail selects the last INPUT.
+    #[test]
+    fn legacy_tail_selects_last_input() {
+        let records = vec![
+            input(1, "", "first"),
+            rec(2, "", EventKind::Output, None),
+            end(3, ""),
+            input(4, "", "second"),
+            rec(5, "", EventKind::ModelCall, None),
+        ];
+        let tail = legacy_tail(&records, records.len()).unwrap();
+        assert_eq!(tail.first, 3);
+        assert_eq!(tail.inputs[0].text(), "second");
+        assert_eq!(tail.effects, vec![4]);
+        assert!(!tail.completed());
+    }
+}

@@ -1,0 +1,574 @@
+//! The [`EventSink`] a harness runs against: live (journal, then act), replay (serve recorded
+//! effects, never act) and resume (serve what is recorded, then go live), per semantics §2.5,
+//! §3.3, §3.4 and §5.
+//!
+//! Every sink call takes one per-run lock, so calls are serialized in the order the harness makes
+//! them. Matching a call against the recorded effect stream is pure ([`crate::effects`]); this
+//! module performs the appends, model calls and tool executions those decisions ask for.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use agentsessions_api::{
+    ApiError, ApprovalRequest, Delta, DeltaSink, Descriptor, Event, EventBody, EventKind,
+    EventSink, Mediation, Message, ModelCall, ModelPolicy, ModelProvider, ModelRequest,
+    ModelResponse, Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
+};
+use agentsessions_journal::{Journal, LogRecord};
+use agentsessions_wire::model_input_hash;
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use crate::approval::{denial_receipt, receipt_consistent};
+use crate::effects::{self, Recorded};
+use crate::error::ControllerError;
+use crate::hooks::{IdSource, Observer, ToolExecutor};
+
+/// How the sink treats the recorded effect stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Nothing recorded to serve: every call acts and is journaled.
+    Live,
+    /// Serve every call from the record; never act, never append.
+    Replay,
+    /// Serve the record, then continue live past its end.
+    Resume,
+}
+
+/// What the sink needs besides its state.
+pub(crate) struct SinkContext {
+    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) session: String,
+    pub(crate) fence: i64,
+    /// Stamped on every appended event; empty for a legacy execution.
+    pub(crate) journal_execution_id: String,
+    /// The id deltas and parks carry (a legacy compatibility id for legacy executions).
+    pub(crate) wire_execution_id: String,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) model: Arc<dyn ModelProvider>,
+    pub(crate) stream_deltas: bool,
+    pub(crate) tools: Option<Arc<dyn ToolExecutor>>,
+    pub(crate) policy: Option<ModelPolicy>,
+    /// The execution's default model (ExecutionStart.model); empty leaves it to the provider.
+    pub(crate) default_model: String,
+    pub(crate) descriptor: Descriptor,
+    pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) mode: Mode,
+    pub(crate) legacy: bool,
+}
+
+/// Why the sink stopped accepting calls.
+#[derive(Debug)]
+pub(crate) struct Stop {
+    pub(crate) error: ControllerError,
+    /// A park (or a failure around one) ends the run without ERROR or END.
+    pub(crate) silent: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct SinkState {
+    pub(crate) head: i64,
+    pub(crate) recorded: Recorded,
+    pub(crate) closed: bool,
+    pub(crate) stop: Option<Stop>,
+    /// The last typed refusal handed to the harness (it may have been swallowed).
+    pub(crate) rejection: Option<ControllerError>,
+    gated_ids: HashSet<String>,
+    pub(crate) live_model_calls: u64,
+    pub(crate) outputs: Vec<String>,
+    pub(crate) appended: Vec<LogRecord>,
+}
+
+/// The sink of one run.
+pub(crate) struct Sink {
+    ctx: SinkContext,
+    state: Mutex<SinkState>,
+}
+
+type ApiResult<T> = agentsessions_api::Result<T>;
+
+/// Relays provider chunks to the observer as deltas.
+struct DeltaRelay<'a> {
+    observer: &'a dyn Observer,
+    execution_id: &'a str,
+}
+
+impl DeltaSink for DeltaRelay<'_> {
+    fn chunk(&self, part_index: i32, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.observer.delta(&Delta {
+            execution_id: self.execution_id.to_owned(),
+            part_index,
+            chunk: text.to_owned(),
+            done: false,
+        });
+    }
+}
+
+fn refusal(code: StatusCode, message: impl Into<String>) -> ApiError {
+    ApiError::status(code, message)
+}
+
+impl Sink {
+    pub(crate) fn new(ctx: SinkContext, head: i64, recorded: Recorded) -> Self {
+        Self {
+            ctx,
+            state: Mutex::new(SinkState {
+                head,
+                recorded,
+                ..SinkState::default()
+            }),
+        }
+    }
+
+    /// Closes the sink and hands back its state.
+    pub(crate) async fn finish(&self) -> SinkState {
+        let mut st = self.state.lock().await;
+        st.closed = true;
+        std::mem::take(&mut *st)
+    }
+
+    fn latch(st: &mut SinkState, error: ControllerError, silent: bool) -> ApiError {
+        let api = error.to_api();
+        if st.stop.is_none() {
+            st.stop = Some(Stop { error, silent });
+        }
+        api
+    }
+
+    fn reject(st: &mut SinkState, error: ControllerError) -> ApiError {
+        let api = error.to_api();
+        st.rejection = Some(error);
+        api
+    }
+
+    fn diverge(st: &mut SinkState, reason: impl Into<String>) -> ApiError {
+        Self::latch(st, ControllerError::ReplayDiverged(reason.into()), false)
+    }
+
+    /// The checks every call makes first: closed sink, sticky stop.
+    fn gate(st: &SinkState) -> ApiResult<()> {
+        if st.closed {
+            return Err(ControllerError::SinkClosed.to_api());
+        }
+        if let Some(stop) = &st.stop {
+            return Err(stop.error.to_api());
+        }
+        Ok(())
+    }
+
+    async fn append(
+        &self,
+        st: &mut SinkState,
+        kind: EventKind,
+        body: EventBody,
+    ) -> ApiResult<LogRecord> {
+        let event = Event::new(kind, body).with_execution(self.ctx.journal_execution_id.clone());
+        match self
+            .ctx
+            .journal
+            .append(&self.ctx.session, st.head, self.ctx.fence, event)
+            .await
+        {
+            Ok(record) => {
+                st.head = record.seq;
+                if let Some(observer) = &self.ctx.observer {
+                    observer.record(&record);
+                }
+                st.appended.push(record.clone());
+                Ok(record)
+            }
+            Err(e) => Err(Self::latch(st, ControllerError::Journal(e), false)),
+        }
+    }
+
+    /// Whether the recorded stream has nothing left, so a resume continues live.
+    fn goes_live(&self, st: &SinkState) -> bool {
+        match self.ctx.mode {
+            Mode::Live => true,
+            Mode::Resume => st.recorded.exhausted(),
+            Mode::Replay => false,
+        }
+    }
+
+    async fn live_model(
+        &self,
+        st: &mut SinkState,
+        request: &ModelRequest,
+        record_call: bool,
+    ) -> ApiResult<ModelResponse> {
+        let model = if request.model.is_empty() {
+            self.ctx.default_model.clone()
+        } else {
+            request.model.clone()
+        };
+        if let Some(policy) = &self.ctx.policy
+            && !policy.allows(&model)
+        {
+            return Err(Self::latch(
+                st,
+                ControllerError::ModelNotAllowed { model },
+                false,
+            ));
+        }
+        if record_call {
+            let call = ModelCall {
+                model: request.model.clone(),
+                params: Default::default(),
+                input_hash: model_input_hash(request),
+                id: self.ctx.ids.model_call_id(),
+            };
+            self.append(st, EventKind::ModelCall, EventBody::ModelCall(call))
+                .await?;
+        }
+        let mut provider_request = request.clone();
+        provider_request.model = model;
+        let relay = match (&self.ctx.observer, self.ctx.stream_deltas) {
+            (Some(observer), true) => Some(DeltaRelay {
+                observer: observer.as_ref(),
+                execution_id: &self.ctx.wire_execution_id,
+            }),
+            _ => None,
+        };
+        let response = self
+            .ctx
+            .model
+            .complete(
+                &provider_request,
+                relay.as_ref().map(|r| r as &dyn DeltaSink),
+            )
+            .await?;
+        st.live_model_calls += 1;
+        self.append(
+            st,
+            EventKind::Output,
+            EventBody::Message(response.message.clone()),
+        )
+        .await?;
+        if let Some(relay) = relay {
+            relay.observer.delta(&Delta {
+                execution_id: self.ctx.wire_execution_id.clone(),
+                part_index: 0,
+                chunk: String::new(),
+                done: true,
+            });
+        }
+        st.outputs.push(response.message.text());
+        Ok(response)
+    }
+
+    async fn execute(&self, call: &ToolCall) -> ApiResult<ToolResult> {
+        let Some(tools) = &self.ctx.tools else {
+            return Err(refusal(
+                StatusCode::FailedPrecondition,
+                "no tool executor configured",
+            ));
+        };
+        let mut result = tools.execute(&self.ctx.session, call).await?;
+        result.id.clone_from(&call.id);
+        Ok(result)
+    }
+
+    /// Intent, execution, result: the live controller-mediated path of semantics §2.5.
+    async fn live_tool(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
+        self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
+            .await?;
+        let result = self.execute(&call).await?;
+        self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
+            .await?;
+        Ok(result)
+    }
+
+    /// The live approval gate of semantics §5.2: intent, request, park.
+    async fn live_gate(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
+        self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
+            .await?;
+        let request = ApprovalRequest {
+            tool_call_id: call.id.clone(),
+            reason: String::new(),
+        };
+        let record = match self
+            .append(st, EventKind::ApprovalRequest, EventBody::Approval(request))
+            .await
+        {
+            Ok(record) => record,
+            Err(e) => {
+                // The request never became durable: stop without ERROR or END so the intent
+                // stays recoverable.
+                if let Some(stop) = st.stop.as_mut() {
+                    stop.silent = true;
+                }
+                return Err(e);
+            }
+        };
+        let park = agentsessions_api::ApprovalRef {
+            execution_id: self.ctx.wire_execution_id.clone(),
+            tool_call_id: call.id,
+            request_seq: record.seq,
+        };
+        Err(Self::latch(st, ControllerError::Parked(park), true))
+    }
+
+    /// Serves a decided gate from the record, or writes its receipt now (semantics §5.5).
+    async fn decided_gate(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
+        let served = effects::take_gate(&mut st.recorded, &call);
+        let gate = match served {
+            Ok(gate) => gate,
+            Err(reason) => return Err(Self::diverge(st, reason)),
+        };
+        if let Some(mut receipt) = gate.receipt {
+            if !receipt_consistent(gate.decision.approved, &receipt) {
+                return Err(Self::diverge(
+                    st,
+                    "recorded receipt contradicts its decision",
+                ));
+            }
+            receipt.approval = Some(gate.decision);
+            return Ok(receipt);
+        }
+        if self.ctx.mode == Mode::Replay {
+            return Err(Self::diverge(st, "gated call has no recorded receipt"));
+        }
+        let decision = gate.decision;
+        let mut receipt = if decision.approved {
+            if self.ctx.tools.is_none() {
+                return Err(Self::latch(st, ControllerError::MissingToolExecutor, true));
+            }
+            match self.execute(&call).await {
+                Ok(mut result) => {
+                    result.code = if result.is_error {
+                        ToolResultCode::ExecutorError
+                    } else {
+                        ToolResultCode::Unspecified
+                    };
+                    result
+                }
+                Err(e) => ToolResult {
+                    id: call.id.clone(),
+                    is_error: true,
+                    error: e.to_string(),
+                    code: ToolResultCode::ExecutorError,
+                    ..ToolResult::default()
+                },
+            }
+        } else {
+            denial_receipt(&call.id, 0, 0)
+        };
+        receipt.id.clone_from(&call.id);
+        receipt.approval_request_seq = gate.request_seq;
+        receipt.approval_decision_seq = gate.decision_seq;
+        receipt.approval = None;
+        self.append(
+            st,
+            EventKind::ToolResult,
+            EventBody::Result(receipt.clone()),
+        )
+        .await?;
+        receipt.approval = Some(decision);
+        Ok(receipt)
+    }
+
+    async fn gated_tool_call(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
+        if self.ctx.descriptor.capabilities.resumability != Resumability::StatelessReplay {
+            return Err(Self::reject(st, ControllerError::ApprovalUnavailable));
+        }
+        if self.ctx.session.is_empty() {
+            return Err(Self::reject(st, ControllerError::MissingSessionUid));
+        }
+        if self.ctx.legacy || call.id.is_empty() {
+            return Err(Self::reject(
+                st,
+                ControllerError::InvalidApprovalCall(
+                    "a gated call needs an id and cannot run in legacy recovery".into(),
+                ),
+            ));
+        }
+        if call.idempotency_key.is_empty() {
+            return Err(Self::reject(
+                st,
+                ControllerError::MissingIdempotencyKey {
+                    tool_call_id: call.id,
+                },
+            ));
+        }
+        if !st.gated_ids.insert(call.id.clone()) {
+            return Err(Self::reject(
+                st,
+                ControllerError::InvalidApprovalCall(format!(
+                    "tool call id {:?} was already used in this execution",
+                    call.id
+                )),
+            ));
+        }
+        if self.goes_live(st) {
+            return self.live_gate(st, call).await;
+        }
+        self.decided_gate(st, call).await
+    }
+}
+
+#[async_trait]
+impl EventSink for Sink {
+    async fn model(&self, request: ModelRequest) -> ApiResult<ModelResponse> {
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
+        Self::gate(st)?;
+        if self.goes_live(st) {
+            return self.live_model(st, &request, true).await;
+        }
+        let hash = model_input_hash(&request);
+        match effects::take_model(&mut st.recorded, &request, &hash) {
+            effects::ModelStep::Served(response) => {
+                st.outputs.push(response.message.text());
+                Ok(response)
+            }
+            effects::ModelStep::Diverged(reason) => Err(Self::diverge(st, reason)),
+            effects::ModelStep::CompletionMissing { last } => {
+                if self.ctx.mode == Mode::Resume && last && !self.ctx.legacy {
+                    // A model cut (semantics §3.4): the call is recorded, its answer is not.
+                    return self.live_model(st, &request, false).await;
+                }
+                let message = if self.ctx.mode == Mode::Resume {
+                    "recorded completion missing"
+                } else {
+                    "expected a recorded completion after MODEL_CALL"
+                };
+                Err(refusal(StatusCode::FailedPrecondition, message))
+            }
+            effects::ModelStep::Exhausted => Err(Self::diverge(
+                st,
+                "the harness called the model more times than recorded",
+            )),
+        }
+    }
+
+    async fn output(&self, text: String) -> ApiResult<()> {
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
+        Self::gate(st)?;
+        if self.goes_live(st) {
+            let message = Message::text_message("assistant", text.clone());
+            self.append(st, EventKind::Output, EventBody::Message(message))
+                .await?;
+            st.outputs.push(text);
+            return Ok(());
+        }
+        match effects::take_output(&mut st.recorded, &text) {
+            Ok(()) => {
+                st.outputs.push(text);
+                Ok(())
+            }
+            Err(reason) => Err(Self::diverge(st, reason)),
+        }
+    }
+
+    async fn tool_call(&self, call: ToolCall) -> ApiResult<ToolResult> {
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
+        Self::gate(st)?;
+        if call.mediation == Mediation::RequiresApproval {
+            return self.gated_tool_call(st, call).await;
+        }
+        if st.gated_ids.contains(&call.id) {
+            return Err(Self::reject(
+                st,
+                ControllerError::InvalidApprovalCall(format!(
+                    "tool call id {:?} belongs to a gated call",
+                    call.id
+                )),
+            ));
+        }
+        let live = self.goes_live(st);
+        if call.mediation != Mediation::ControllerMediated {
+            let reproduces_recorded = !live && effects::next_call_has_id(&st.recorded, &call.id);
+            if !reproduces_recorded {
+                return Err(Self::reject(
+                    st,
+                    ControllerError::UnmediatedToolCall {
+                        tool_call_id: call.id,
+                    },
+                ));
+            }
+        } else if call.idempotency_key.is_empty() {
+            return Err(Self::reject(
+                st,
+                ControllerError::MissingIdempotencyKey {
+                    tool_call_id: call.id,
+                },
+            ));
+        }
+        if let Err(reason) = effects::check_args(call.args.as_ref()) {
+            let error = ControllerError::InvalidToolArgs {
+                tool_call_id: call.id.clone(),
+                reason,
+            };
+            if live && self.ctx.mode == Mode::Live {
+                return Err(Self::latch(st, error, false));
+            }
+            return Err(Self::diverge(st, error.to_string()));
+        }
+        if live {
+            return self.live_tool(st, call).await;
+        }
+        match effects::take_tool(&mut st.recorded, &call) {
+            effects::ToolStep::Served(result) => Ok(result),
+            effects::ToolStep::Diverged(reason) => Err(Self::diverge(st, reason)),
+            effects::ToolStep::ResultMissing { last, recorded } => {
+                if self.ctx.mode == Mode::Resume && last {
+                    // A tool cut (semantics §3.4): re-drive the recorded call once.
+                    let result = self.execute(&recorded).await?;
+                    self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
+                        .await?;
+                    return Ok(result);
+                }
+                Err(refusal(
+                    StatusCode::FailedPrecondition,
+                    "recorded tool call has no result",
+                ))
+            }
+        }
+    }
+
+    async fn report(&self, result: ToolResult) -> ApiResult<()> {
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
+        Self::gate(st)?;
+        if result.approval_request_seq != 0
+            || result.approval_decision_seq != 0
+            || result.code == ToolResultCode::ApprovalDenied
+            || result.approval.is_some()
+        {
+            return Err(Self::reject(st, ControllerError::ApprovalReceiptReport));
+        }
+        if self.goes_live(st) {
+            self.append(st, EventKind::ToolResult, EventBody::Result(result))
+                .await?;
+            return Ok(());
+        }
+        match effects::take_report(&mut st.recorded) {
+            Ok(()) => Ok(()),
+            Err(reason) => Err(Self::diverge(st, reason)),
+        }
+    }
+
+    async fn usage(&self, usage: Usage) -> ApiResult<()> {
+        let mut guard = self.state.lock().await;
+        let st = &mut *guard;
+        Self::gate(st)?;
+        if self.goes_live(st) {
+            self.append(st, EventKind::Usage, EventBody::Usage(usage))
+                .await?;
+            return Ok(());
+        }
+        if self.ctx.legacy {
+            // v0.1.2 journals never recorded usage: it is tolerated, not served.
+            return Ok(());
+        }
+        match effects::take_usage(&mut st.recorded, &usage) {
+            Ok(()) => Ok(()),
+            Err(reason) => Err(Self::diverge(st, reason)),
+        }
+    }
+}
