@@ -633,7 +633,9 @@ impl Controller {
             }
             if let Err(e) = result {
                 // A turn that ended FAILED or CANCELED live may fail the same way again.
-                if completed_ok(execution, &records) || !state.recorded.exhausted() {
+                let ended_unsuccessfully =
+                    execution.completed() && !completed_ok(execution, &records);
+                if !ended_unsuccessfully || !state.recorded.exhausted() {
                     return Err(match state.rejection.take() {
                         Some(rejection) if carries(&e, &rejection.to_api()) => rejection,
                         _ => ControllerError::Harness(e),

@@ -1,0 +1,134 @@
+//! Content rules both HTTP providers share: which model a request means, what text a tool result
+//! shows the model, and how tool arguments and reasoning bytes are checked.
+
+use agentsessions_api::{JsonObject, Part, ReasoningPart, ToolResult};
+use serde_json::Value;
+
+use crate::error::{ModelError, Result};
+
+/// The model a request names: `""` and `"echo"` (the offline stub's name, which a harness may
+/// carry over) mean the configured default (spec §7.4).
+pub(crate) fn resolve_model<'a>(requested: &'a str, default: &'a str) -> &'a str {
+    match requested {
+        "" | "echo" => default,
+        named => named,
+    }
+}
+
+/// What the model reads as a tool's result: the result's text parts, else its structured output
+/// as JSON; a failed call leads with its error text.
+pub(crate) fn tool_result_text(result: &ToolResult) -> String {
+    let mut text: String = result
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if text.is_empty()
+        && let Some(output) = &result.output
+    {
+        text = Value::Object(output.clone()).to_string();
+    }
+    if result.is_error && !result.error.is_empty() {
+        text = if text.is_empty() {
+            result.error.clone()
+        } else {
+            format!("{}\n{text}", result.error)
+        };
+    }
+    text
+}
+
+/// Parses a tool call's JSON arguments, which must be an object; empty means no arguments (some
+/// servers send `""` for a tool without parameters).
+pub(crate) fn parse_arguments(id: &str, tool: &str, raw: &str) -> Result<JsonObject> {
+    let invalid = |detail: String| ModelError::InvalidToolArguments {
+        id: id.to_owned(),
+        tool: tool.to_owned(),
+        detail,
+    };
+    if raw.trim().is_empty() {
+        return Ok(JsonObject::new());
+    }
+    match serde_json::from_str(raw) {
+        Ok(Value::Object(args)) => Ok(args),
+        Ok(other) => Err(invalid(format!(
+            "expected a json object, got {}",
+            kind(&other)
+        ))),
+        Err(err) => Err(invalid(format!("not json: {err}"))),
+    }
+}
+
+/// The inline bytes of a reasoning part being sent back; externalized bytes must have been
+/// inlined by the host first, since a provider cannot fetch them.
+pub(crate) fn inline_opaque(part: &ReasoningPart) -> Result<&[u8]> {
+    if part.opaque.is_empty() && !part.opaque_uri.is_empty() {
+        return Err(ModelError::InvalidReasoning {
+            detail: format!(
+                "bytes are externalized at {:?}; inline them first",
+                part.opaque_uri
+            ),
+        });
+    }
+    Ok(&part.opaque)
+}
+
+/// A JSON value's type name, for messages.
+pub(crate) fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsessions_api::TextPart;
+    use serde_json::json;
+
+    use super::*;
+
+    // spec §7.4: "" and "echo" mean the configured default.
+    #[test]
+    fn empty_and_echo_mean_the_default_model() {
+        assert_eq!(resolve_model("", "gpt"), "gpt");
+        assert_eq!(resolve_model("echo", "gpt"), "gpt");
+        assert_eq!(resolve_model("other", "gpt"), "other");
+    }
+
+    // brief: a non-object or malformed arguments string is a clear error.
+    #[test]
+    fn arguments_must_be_a_json_object() {
+        assert_eq!(parse_arguments("c", "t", " ").unwrap(), JsonObject::new());
+        let args = parse_arguments("c", "t", r#"{"a":1}"#).unwrap();
+        assert_eq!(args.get("a"), Some(&json!(1)));
+        let err = parse_arguments("c", "t", "[1]").unwrap_err();
+        assert!(err.to_string().contains("got an array"), "{err}");
+        assert!(matches!(
+            parse_arguments("c", "t", "{"),
+            Err(ModelError::InvalidToolArguments { .. })
+        ));
+    }
+
+    #[test]
+    fn tool_result_text_prefers_text_then_output_and_leads_with_errors() {
+        let mut result = ToolResult {
+            id: "c".into(),
+            output: json!({"temp": 21}).as_object().cloned(),
+            ..ToolResult::default()
+        };
+        assert_eq!(tool_result_text(&result), r#"{"temp":21}"#);
+        result.content = vec![Part::Text(TextPart { text: "21C".into() })];
+        assert_eq!(tool_result_text(&result), "21C");
+        result.is_error = true;
+        result.error = "partial".into();
+        assert_eq!(tool_result_text(&result), "partial\n21C");
+    }
+}
