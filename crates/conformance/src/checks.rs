@@ -1,0 +1,651 @@
+//! The conformance checks of hashing-and-conformance (d), each a function over a [`Transport`]:
+//! the harness under test runs in process or behind `Harness.Connect`, and every check holds
+//! either way. Each check states the invariant it proves.
+#![allow(clippy::missing_panics_doc)]
+
+use std::sync::Arc;
+
+use agentsessions_api::{
+    EventBody, EventKind, Harness, Mediation, ModelProvider, ModelRequest, ToolCall, Usage,
+};
+use agentsessions_controller::{Controller, ControllerError, ExecRequest, ToolExecutor};
+use agentsessions_harnesses::{ChatHarness, EchoHarness};
+use agentsessions_journal::{Journal, LogRecord, export};
+use agentsessions_model::{
+    AnthropicConfig, AnthropicProvider, CountingProvider, EchoModel, OpenAiConfig, OpenAiProvider,
+    RandomTextModel,
+};
+
+use crate::fixtures::{
+    CountingEndpoint, DeltaCounter, FailingHarness, IdempotentTool, SESSION, Store, ToolHarness,
+    UsageHarness, assert_verifies, records, truncate_from, user,
+};
+use crate::transport::Transport;
+
+fn exec(text: &str, expected: Option<i64>) -> ExecRequest {
+    ExecRequest {
+        inputs: vec![user(text)],
+        expected_last_seq: expected,
+        ..ExecRequest::default()
+    }
+}
+
+fn outputs(records: &[LogRecord]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.event.kind == EventKind::Output)
+        .filter_map(|r| r.event.message().map(agentsessions_api::Message::text))
+        .collect()
+}
+
+fn count(records: &[LogRecord], kind: EventKind) -> usize {
+    records.iter().filter(|r| r.event.kind == kind).count()
+}
+
+async fn echo(t: &dyn Transport) -> Arc<dyn Harness> {
+    t.attach(Arc::new(EchoHarness::new())).await
+}
+
+fn controller(
+    journal: &Arc<dyn Journal>,
+    harness: Arc<dyn Harness>,
+    model: Arc<dyn ModelProvider>,
+) -> Controller {
+    Controller::new(Arc::clone(journal), harness, model, SESSION)
+}
+
+fn random() -> Arc<CountingProvider<RandomTextModel>> {
+    Arc::new(CountingProvider::new(RandomTextModel::new(0x5eed)))
+}
+
+/// 1 — I1, I5: replay reproduces a genuinely nondeterministic output with zero model calls.
+pub async fn replay_reconstructs_nondeterministic_output(t: &dyn Transport) {
+    let store = Store::new();
+    let live_model = random();
+    let live = {
+        let journal = store.open();
+        controller(&journal, echo(t).await, live_model.clone())
+            .exec(exec("hi", Some(0)))
+            .await
+            .unwrap()
+    };
+    assert_eq!(live.outputs.len(), 1);
+    let again = live_model
+        .complete(
+            &ModelRequest {
+                model: "echo".into(),
+                messages: vec![user("hi")],
+                ..ModelRequest::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        again.message.text(),
+        live.outputs[0],
+        "the model is nondeterministic"
+    );
+    let journal = store.open();
+    let replay_model = random();
+    let report = controller(&journal, echo(t).await, replay_model.clone())
+        .replay()
+        .await
+        .unwrap();
+    assert_eq!(report.outputs, live.outputs);
+    assert_eq!(replay_model.calls(), 0);
+    assert_eq!(
+        report.reproduced, report.effects,
+        "every effect byte-identical"
+    );
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 2 — multi-turn continuation across process restarts (reopen the file each turn).
+pub async fn multi_turn_resume_continue(t: &dyn Transport) {
+    let store = Store::new();
+    let mut head = 0;
+    for text in ["one", "two", "three"] {
+        let journal = store.open();
+        controller(&journal, echo(t).await, Arc::new(EchoModel::new()))
+            .exec(exec(text, Some(head)))
+            .await
+            .unwrap();
+        head = journal.head(SESSION).await.unwrap();
+    }
+    let journal = store.open();
+    assert_verifies(&journal, SESSION).await;
+    assert_eq!(
+        outputs(&records(&journal, SESSION).await),
+        ["echo:one", "echo:two", "echo:three"]
+    );
+}
+
+/// 3 — I3/I4: a turn whose END was lost is re-driven with zero model calls.
+pub async fn crash_mid_turn_redrive_at_most_once(t: &dyn Transport) {
+    let store = Store::new();
+    let live = {
+        let journal = store.open();
+        controller(&journal, echo(t).await, random())
+            .exec(exec("hi", Some(0)))
+            .await
+            .unwrap()
+    };
+    truncate_from(&store.path(), SESSION, 5);
+    let journal = store.open();
+    let model = random();
+    let outcome = controller(&journal, echo(t).await, model.clone())
+        .resume()
+        .await
+        .unwrap();
+    assert!(outcome.resumed);
+    assert_eq!(model.calls(), 0);
+    let all = records(&journal, SESSION).await;
+    assert_eq!(all.last().map(|r| r.event.kind), Some(EventKind::End));
+    let id = &all[0].event.execution_id;
+    assert!(!id.is_empty() && all.iter().all(|r| &r.event.execution_id == id));
+    assert_eq!(outputs(&all), live.outputs);
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 4 — recorded usage is served on recovery, never duplicated.
+pub async fn crash_after_usage_does_not_duplicate_accounting(t: &dyn Transport) {
+    let usage = Usage {
+        model: "usage".into(),
+        input_tokens: 10,
+        output_tokens: 20,
+        reasoning_tokens: 5,
+    };
+    let harness = UsageHarness {
+        usage: usage.clone(),
+    };
+    let store = Store::new();
+    {
+        let journal = store.open();
+        controller(
+            &journal,
+            t.attach(Arc::new(harness.clone())).await,
+            random(),
+        )
+        .exec(exec("hi", Some(0)))
+        .await
+        .unwrap();
+    }
+    truncate_from(&store.path(), SESSION, 6);
+    let journal = store.open();
+    let model = random();
+    let c = controller(&journal, t.attach(Arc::new(harness)).await, model.clone());
+    assert!(c.resume().await.unwrap().resumed);
+    assert_eq!(model.calls(), 0);
+    let all = records(&journal, SESSION).await;
+    let usages: Vec<_> = all
+        .iter()
+        .filter(|r| r.event.kind == EventKind::Usage)
+        .collect();
+    assert_eq!(usages.len(), 1);
+    assert_eq!(usages[0].event.body, Some(EventBody::Usage(usage)));
+    assert_eq!(all.last().map(|r| r.event.kind), Some(EventKind::End));
+    assert_eq!(c.replay().await.unwrap().model_calls, 0);
+    assert_eq!(model.calls(), 0);
+}
+
+/// 5 — a fork child's records up to the fork point are the parent's, hash for hash.
+pub async fn fork_equivalence(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    Controller::new(
+        Arc::clone(&journal),
+        echo(t).await,
+        Arc::new(EchoModel::new()),
+        "parent",
+    )
+    .exec(exec("hi", Some(0)))
+    .await
+    .unwrap();
+    let parent = records(&journal, "parent").await;
+    export::load_records(journal.as_ref(), "child", &parent)
+        .await
+        .unwrap();
+    let child = records(&journal, "child").await;
+    assert_eq!(child.len(), parent.len());
+    for (c, p) in child.iter().zip(&parent) {
+        assert_eq!(c.hash, p.hash, "seq {}", c.seq);
+    }
+    assert_verifies(&journal, "parent").await;
+    assert_verifies(&journal, "child").await;
+}
+
+/// 6 — one writer: a second Exec at the same expected seq fails and appends nothing.
+pub async fn single_writer(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let model: Arc<dyn ModelProvider> = Arc::new(EchoModel::new());
+    controller(&journal, echo(t).await, Arc::clone(&model))
+        .exec(exec("one", Some(0)))
+        .await
+        .unwrap();
+    let before = records(&journal, SESSION).await;
+    let err = controller(&journal, echo(t).await, model)
+        .exec(exec("two", Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.status_code(),
+        agentsessions_api::StatusCode::Aborted,
+        "{err}"
+    );
+    assert_eq!(records(&journal, SESSION).await, before);
+}
+
+/// 8 — I3: a lost TOOL_RESULT is re-driven with the recorded key and deduplicated.
+pub async fn crash_mid_tool_call_at_most_once(t: &dyn Transport) {
+    let tool = Arc::new(IdempotentTool::default());
+    let store = Store::new();
+    {
+        let journal = store.open();
+        controller(
+            &journal,
+            t.attach(Arc::new(ToolHarness::new("k1"))).await,
+            random(),
+        )
+        .with_tools(tool.clone())
+        .exec(exec("go", Some(0)))
+        .await
+        .unwrap();
+        let all = records(&journal, SESSION).await;
+        let kinds: Vec<_> = all.iter().map(|r| r.event.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "EXECUTION_START",
+                "INPUT",
+                "TOOL_CALL",
+                "TOOL_RESULT",
+                "END"
+            ]
+        );
+    }
+    assert_eq!(tool.effects("k1"), 1);
+    truncate_from(&store.path(), SESSION, 4);
+    let journal = store.open();
+    let outcome = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::new("k1"))).await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .resume()
+    .await
+    .unwrap();
+    assert!(outcome.resumed);
+    assert_eq!(tool.effects("k1"), 1);
+    let all = records(&journal, SESSION).await;
+    assert_eq!(count(&all, EventKind::ToolResult), 1);
+    assert_eq!(all.last().map(|r| r.event.kind), Some(EventKind::End));
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 9 — a controller-mediated call without an idempotency key is refused before any record.
+pub async fn controller_mediated_tool_requires_key(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let err = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::new(""))).await,
+        random(),
+    )
+    .with_tools(Arc::new(IdempotentTool::default()))
+    .exec(exec("go", Some(0)))
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("idempotency key"), "{err}");
+    let all = records(&journal, SESSION).await;
+    assert_eq!(count(&all, EventKind::ToolCall), 0);
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 10 — a call without host mediation is refused; nothing is recorded for it.
+pub async fn unmediated_tool_call_rejected(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let call = ToolCall {
+        id: "u1".into(),
+        tool: "x".into(),
+        ..ToolCall::default()
+    };
+    let err = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(call))).await,
+        random(),
+    )
+    .with_tools(Arc::new(IdempotentTool::default()))
+    .exec(exec("go", Some(0)))
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("not controller-mediated"), "{err}");
+    let all = records(&journal, SESSION).await;
+    assert_eq!(count(&all, EventKind::ToolResult), 0);
+    assert_verifies(&journal, SESSION).await;
+}
+
+const OPENAI_ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"live answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+const ANTHROPIC_ANSWER: &str = r#"{"id":"msg_1","type":"message","role":"assistant","model":"test-model","content":[{"type":"text","text":"live answer"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
+
+async fn provider_round_trip(
+    t: &dyn Transport,
+    endpoint: &CountingEndpoint,
+    model: Arc<dyn ModelProvider>,
+) {
+    let store = Store::new();
+    let journal = store.open();
+    for harness in [
+        echo(t).await,
+        t.attach(Arc::new(ChatHarness::new("test-model").unwrap()))
+            .await,
+    ] {
+        let before = endpoint.requests();
+        let session = format!("provider-{before}");
+        let live = Controller::new(
+            Arc::clone(&journal),
+            Arc::clone(&harness),
+            Arc::clone(&model),
+            &session,
+        )
+        .exec(exec("hi", Some(0)))
+        .await
+        .unwrap();
+        assert_eq!(endpoint.requests(), before + 1);
+        assert_eq!(live.outputs, ["live answer"]);
+        let report = Controller::new(Arc::clone(&journal), harness, Arc::clone(&model), &session)
+            .replay()
+            .await
+            .unwrap();
+        assert_eq!(report.outputs, live.outputs);
+        assert_eq!(
+            endpoint.requests(),
+            before + 1,
+            "replay sent no HTTP request"
+        );
+    }
+}
+
+/// 11 — replay never reaches a real provider: the HTTP endpoint counts exactly one request per
+/// live turn (OpenAI-compatible and Anthropic wire formats; echo and chat harnesses).
+pub async fn replay_never_reaches_the_provider(t: &dyn Transport) {
+    let openai = CountingEndpoint::start(OPENAI_ANSWER).await;
+    let mut config = OpenAiConfig::new("test-model");
+    config.base_url.clone_from(&openai.base_url);
+    let provider = Arc::new(OpenAiProvider::new(config).unwrap());
+    provider_round_trip(t, &openai, provider).await;
+
+    let anthropic = CountingEndpoint::start(ANTHROPIC_ANSWER).await;
+    let mut config = AnthropicConfig::new("test-model");
+    config.base_url.clone_from(&anthropic.base_url);
+    config.api_key = "test-key".into();
+    let provider = Arc::new(AnthropicProvider::new(config).unwrap());
+    provider_round_trip(t, &anthropic, provider).await;
+}
+
+/// 12 — streaming is transport only: the journal has the same shape and outputs either way.
+pub async fn streaming_does_not_change_the_journal(t: &dyn Transport) {
+    let plain = Store::new();
+    let streamed = Store::new();
+    let a = {
+        let journal = plain.open();
+        controller(&journal, echo(t).await, random())
+            .exec(exec("hi", Some(0)))
+            .await
+            .unwrap();
+        records(&journal, SESSION).await
+    };
+    let counter = Arc::new(DeltaCounter::default());
+    let journal = streamed.open();
+    controller(&journal, echo(t).await, random())
+        .with_observer(counter.clone())
+        .with_stream_deltas(true)
+        .exec(exec("hi", Some(0)))
+        .await
+        .unwrap();
+    let b = records(&journal, SESSION).await;
+    assert!(!counter.deltas().is_empty(), "deltas were streamed");
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.event.kind, y.event.kind);
+    }
+    assert_eq!(outputs(&a), outputs(&b));
+    assert_eq!(count(&b, EventKind::Output), 1);
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 13 — replay emits no deltas; live deltas carry the turn's execution id.
+pub async fn replay_emits_no_deltas(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let counter = Arc::new(DeltaCounter::default());
+    controller(&journal, echo(t).await, random())
+        .with_observer(counter.clone())
+        .with_stream_deltas(true)
+        .exec(exec("hi", Some(0)))
+        .await
+        .unwrap();
+    let all = records(&journal, SESSION).await;
+    let deltas = counter.deltas();
+    assert!(!deltas.is_empty());
+    assert!(
+        deltas
+            .iter()
+            .all(|d| d.execution_id == all[0].event.execution_id)
+    );
+    let replay_counter = Arc::new(DeltaCounter::default());
+    let model = random();
+    controller(&journal, echo(t).await, model.clone())
+        .with_observer(replay_counter.clone())
+        .with_stream_deltas(true)
+        .replay()
+        .await
+        .unwrap();
+    assert!(replay_counter.deltas().is_empty());
+    assert_eq!(model.calls(), 0);
+}
+
+/// 14 — a failing harness surfaces its error; the turn ends with ERROR, not END.
+pub async fn failed_harness_surfaces_error(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let harness = FailingHarness {
+        message: "boom".into(),
+    };
+    let err = controller(&journal, t.attach(Arc::new(harness)).await, random())
+        .exec(exec("x", Some(0)))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("boom"), "{err}");
+    let all = records(&journal, SESSION).await;
+    assert_eq!(all.last().map(|r| r.event.kind), Some(EventKind::Error));
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 16 — a controller-mediated tool runs once live and never on replay.
+pub async fn controller_mediated_tool_replay(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let tool = Arc::new(IdempotentTool::default());
+    controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::new("k1"))).await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .exec(exec("go", Some(0)))
+    .await
+    .unwrap();
+    assert_eq!(tool.effects("k1"), 1);
+    let all = records(&journal, SESSION).await;
+    assert_eq!(count(&all, EventKind::ToolCall), 1);
+    assert_eq!(count(&all, EventKind::ToolResult), 1);
+    controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::new("k1"))).await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .replay()
+    .await
+    .unwrap();
+    assert_eq!(tool.attempts(), 1);
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 17 — arguments a float64 cannot hold are refused before any effect or record.
+pub async fn tool_arguments_rejected_before_effects(t: &dyn Transport) {
+    let store = Store::new();
+    let journal = store.open();
+    let tool = Arc::new(IdempotentTool::default());
+    let mut args = serde_json::Map::new();
+    args.insert(
+        "secret".into(),
+        serde_json::json!(9_007_199_254_740_993_u64),
+    );
+    let call = ToolCall {
+        id: "call-1".into(),
+        tool: "read".into(),
+        args: Some(args),
+        mediation: Mediation::ControllerMediated,
+        idempotency_key: "key-1".into(),
+    };
+    let result = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(call))).await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .exec(exec("go", Some(0)))
+    .await;
+    assert!(result.is_err_and(|e| !matches!(e, ControllerError::Parked(_))));
+    assert_eq!(tool.attempts(), 0);
+    let all = records(&journal, SESSION).await;
+    for kind in [EventKind::ToolCall, EventKind::ToolResult, EventKind::End] {
+        assert_eq!(count(&all, kind), 0, "{}", kind.as_str());
+    }
+}
+
+/// Fails every call, leaving a recorded intent without a result.
+#[derive(Debug, Default)]
+struct InterruptedTool;
+
+#[async_trait::async_trait]
+impl ToolExecutor for InterruptedTool {
+    async fn execute(
+        &self,
+        _session: &str,
+        _call: &ToolCall,
+    ) -> agentsessions_api::Result<agentsessions_api::ToolResult> {
+        Err(agentsessions_api::ApiError::status(
+            agentsessions_api::StatusCode::Unavailable,
+            "interrupted",
+        ))
+    }
+}
+
+fn counted_call(count: i64) -> ToolCall {
+    let mut args = serde_json::Map::new();
+    args.insert("count".into(), serde_json::json!(count));
+    ToolCall {
+        id: "call-1".into(),
+        tool: "count".into(),
+        args: Some(args),
+        mediation: Mediation::ControllerMediated,
+        idempotency_key: "key-1".into(),
+    }
+}
+
+/// 22 — a harness that changes a recorded tool request fails replay and recovery; nothing runs.
+pub async fn tool_request_changes_fail_replay_and_recovery(t: &dyn Transport) {
+    // Replay: recorded {count: 2}, replayed {count: 3}.
+    let store = Store::new();
+    let journal = store.open();
+    let tool = Arc::new(IdempotentTool::default());
+    controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(counted_call(2))))
+            .await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .exec(exec("go", Some(0)))
+    .await
+    .unwrap();
+    let err = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(counted_call(3))))
+            .await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .replay()
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("diverged"), "{err}");
+    assert_eq!(tool.attempts(), 1);
+
+    // Recovery: the recorded intent failed live; a changed request is never re-driven.
+    let store = Store::new();
+    let journal = store.open();
+    controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(counted_call(2))))
+            .await,
+        random(),
+    )
+    .with_tools(Arc::new(InterruptedTool))
+    .exec(exec("go", Some(0)))
+    .await
+    .unwrap_err();
+    let tool = Arc::new(IdempotentTool::default());
+    let err = controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(counted_call(3))))
+            .await,
+        random(),
+    )
+    .with_tools(tool.clone())
+    .resume()
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("diverged"), "{err}");
+    assert_eq!(tool.attempts(), 0);
+}
+
+/// Every check, by name, for the suite macro.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($transport:expr) => {
+        $crate::conformance_suite!(@cases $transport;
+            replay_reconstructs_nondeterministic_output,
+            multi_turn_resume_continue,
+            crash_mid_turn_redrive_at_most_once,
+            crash_after_usage_does_not_duplicate_accounting,
+            fork_equivalence,
+            single_writer,
+            crash_mid_tool_call_at_most_once,
+            controller_mediated_tool_requires_key,
+            unmediated_tool_call_rejected,
+            replay_never_reaches_the_provider,
+            streaming_does_not_change_the_journal,
+            replay_emits_no_deltas,
+            failed_harness_surfaces_error,
+            controller_mediated_tool_replay,
+            tool_arguments_rejected_before_effects,
+            tool_request_changes_fail_replay_and_recovery,
+        );
+    };
+    (@cases $transport:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let transport = $transport;
+                $crate::checks::$check(&transport).await;
+            }
+        )*
+    };
+}
