@@ -5,7 +5,9 @@
 //! 0. the raw fsync rate of this machine (a tight 128-byte write + fdatasync loop);
 //! a. one session appending sequentially (each append waits for its commit);
 //! b. 64 sessions appending concurrently (group commit shares one fsync per batch);
-//! c. reading and verifying a 100,000-record session.
+//! c. reading and verifying a 100,000-record session (streaming, and read-all-then-verify).
+//!
+//! (a) and (b) run in both [`Durability`] modes, the default (pipelined) first.
 //!
 //! Set `BENCH_QUICK=1` for a short smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsessions_api::{Event, EventBody, EventKind, Message};
-use agentsessions_journal::{Journal, SqliteJournal, verify_raw};
+use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions, verify_raw};
 
 fn turn_event(i: usize) -> Event {
     Event::new(
@@ -62,8 +64,25 @@ fn raw_fsync(dir: &std::path::Path, n: usize) {
     drop(std::fs::remove_file(path));
 }
 
-async fn sequential(dir: &std::path::Path, n: usize) {
-    let j = SqliteJournal::open(dir.join("a.db")).unwrap();
+fn open(path: std::path::PathBuf, durability: Durability) -> SqliteJournal {
+    let options = SqliteOptions {
+        durability,
+        ..SqliteOptions::default()
+    };
+    let j = SqliteJournal::open_with(path, options).unwrap();
+    assert_eq!(j.durability(), durability);
+    j
+}
+
+fn mode_name(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Pipelined => "pipelined",
+        Durability::Full => "FULL",
+    }
+}
+
+async fn sequential(dir: &std::path::Path, durability: Durability, n: usize) {
+    let j = open(dir.join(format!("a-{durability:?}.db")), durability);
     let mut latencies = Vec::with_capacity(n);
     let start = Instant::now();
     for i in 0..n {
@@ -74,15 +93,20 @@ async fn sequential(dir: &std::path::Path, n: usize) {
         latencies.push(t.elapsed());
     }
     report(
-        "a. 1 session, sequential appends",
+        &format!("a. 1 session, sequential ({})", mode_name(durability)),
         n,
         start.elapsed(),
         latencies,
     );
 }
 
-async fn concurrent(dir: &std::path::Path, sessions: usize, per_session: usize) {
-    let j = Arc::new(SqliteJournal::open(dir.join("b.db")).unwrap());
+async fn concurrent(
+    dir: &std::path::Path,
+    durability: Durability,
+    sessions: usize,
+    per_session: usize,
+) {
+    let j = Arc::new(open(dir.join(format!("b-{durability:?}.db")), durability));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..sessions {
@@ -105,7 +129,10 @@ async fn concurrent(dir: &std::path::Path, sessions: usize, per_session: usize) 
         latencies.extend(l.unwrap());
     }
     report(
-        &format!("b. {sessions} sessions, concurrent appends"),
+        &format!(
+            "b. {sessions} sessions, concurrent ({})",
+            mode_name(durability)
+        ),
         sessions * per_session,
         start.elapsed(),
         latencies,
@@ -122,13 +149,22 @@ async fn read_and_verify(dir: &std::path::Path, n: usize) {
         head = records.last().unwrap().seq;
     }
     let start = Instant::now();
+    let summary = j.verify_session("big").await.unwrap().unwrap();
+    let elapsed = start.elapsed();
+    println!(
+        "{:<44} {:>8} records {:>10.0} records/s",
+        "c. read + verify one session (streaming)",
+        summary.records,
+        summary.records as f64 / elapsed.as_secs_f64(),
+    );
+    let start = Instant::now();
     let rows = j.read_raw("big").await.unwrap();
     let read = start.elapsed();
     let summary = verify_raw(&rows).unwrap();
     let total = start.elapsed();
     println!(
         "{:<44} {:>8} records {:>10.0} records/s   (read {read:.3?}, read+verify {total:.3?})",
-        "c. read + verify one session",
+        "c. read_raw, then verify_raw",
         summary.records,
         summary.records as f64 / total.as_secs_f64(),
     );
@@ -158,12 +194,11 @@ fn main() {
     } else {
         (2_000, 2_000, 64, 1_000, 100_000)
     };
-    println!(
-        "SQLite journal, synchronous=FULL, WAL; files in {}",
-        dir.path().display()
-    );
+    println!("SQLite journal, WAL; files in {}", dir.path().display());
     raw_fsync(dir.path(), fsyncs);
-    rt.block_on(sequential(dir.path(), seq));
-    rt.block_on(concurrent(dir.path(), sessions, per));
+    for durability in [Durability::Pipelined, Durability::Full] {
+        rt.block_on(sequential(dir.path(), durability, seq));
+        rt.block_on(concurrent(dir.path(), durability, sessions, per));
+    }
     rt.block_on(read_and_verify(dir.path(), big));
 }

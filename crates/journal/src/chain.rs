@@ -137,85 +137,160 @@ pub struct RawRecord {
 /// # Errors
 /// The first [`ChainFault`] found, in seq order.
 pub fn verify_records(records: &[LogRecord]) -> Result<ChainSummary, ChainFault> {
-    verify_window(records.iter().map(|r| {
-        let canonical =
-            canonical::canonical_event(&pb::Event::from(&r.event)).map_err(|e| e.to_string());
-        (r.seq, r.prev_hash.as_str(), r.hash.as_str(), canonical)
-    }))
+    let mut verifier = ChainVerifier::new();
+    verifier.check_links(records.iter().map(|r| {
+        let content = canonical::canonical_event(&pb::Event::from(&r.event))
+            .map(|c| canonical::record_hash(&r.prev_hash, r.seq, &c) == r.hash)
+            .map_err(|e| e.to_string());
+        (r.seq, r.prev_hash.as_str(), r.hash.as_str(), content)
+    }))?;
+    Ok(verifier.finish())
 }
 
 /// Verifies raw stored rows: decodes each blob straight to the wire form and recomputes its hash,
-/// never touching the domain types. Hashing is spread over the machine's cores; the link checks
-/// stay in order, so the reported fault is always the first one.
+/// never touching the domain types. See [`ChainVerifier`] for rows that arrive in parts.
 ///
 /// # Errors
 /// The first [`ChainFault`] found, in seq order.
 pub fn verify_raw(rows: &[RawRecord]) -> Result<ChainSummary, ChainFault> {
+    let mut verifier = ChainVerifier::new();
+    verifier.push(rows)?;
+    Ok(verifier.finish())
+}
+
+/// Verifies one session's raw rows fed in consecutive parts, in seq order from seq 1 with the
+/// genesis link `""`, so a long chain can be checked while it is still being read.
+///
+/// Each row's content hash depends only on its own columns, so the rows of a part are decoded
+/// and hashed on all the machine's cores; the link checks then run in order, so the reported
+/// fault is always the first one.
+#[derive(Debug, Clone)]
+pub struct ChainVerifier {
+    next_seq: i64,
+    prev_hash: String,
+    records: usize,
+}
+
+impl Default for ChainVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChainVerifier {
+    /// A verifier expecting seq 1.
+    pub fn new() -> Self {
+        Self {
+            next_seq: 1,
+            prev_hash: String::new(),
+            records: 0,
+        }
+    }
+
+    /// Verifies the next rows of the chain.
+    ///
+    /// # Errors
+    /// The first [`ChainFault`] in `rows`; the verifier should not be fed further after one.
+    pub fn push(&mut self, rows: &[RawRecord]) -> Result<(), ChainFault> {
+        let contents = content_checks(rows);
+        self.check_links(
+            rows.iter()
+                .zip(contents)
+                .map(|(r, c)| (r.seq, r.prev_hash.as_str(), r.hash.as_str(), c)),
+        )
+    }
+
+    /// The summary of everything pushed so far.
+    pub fn finish(self) -> ChainSummary {
+        ChainSummary {
+            records: self.records,
+            head_hash: self.prev_hash,
+        }
+    }
+
+    fn check_links<'a>(
+        &mut self,
+        rows: impl Iterator<Item = (i64, &'a str, &'a str, ContentCheck)>,
+    ) -> Result<(), ChainFault> {
+        let Self {
+            next_seq,
+            prev_hash,
+            records,
+        } = self;
+        let mut prev: &str = prev_hash;
+        let mut outcome = Ok(());
+        for (seq, stored_prev, stored_hash, content) in rows {
+            if seq != *next_seq {
+                outcome = Err(ChainFault::Tampered {
+                    seq,
+                    reason: TamperReason::SeqGap {
+                        expected: *next_seq,
+                    },
+                });
+                break;
+            }
+            let fault = match content {
+                Err(reason) => Some(ChainFault::Undecodable { seq, reason }),
+                Ok(_) if stored_prev != prev => Some(ChainFault::Tampered {
+                    seq,
+                    reason: TamperReason::PrevHashMismatch,
+                }),
+                Ok(false) => Some(ChainFault::Tampered {
+                    seq,
+                    reason: TamperReason::ContentHashMismatch,
+                }),
+                Ok(true) => None,
+            };
+            if let Some(fault) = fault {
+                outcome = Err(fault);
+                break;
+            }
+            prev = stored_hash;
+            *next_seq += 1;
+            *records += 1;
+        }
+        let prev = prev.to_owned();
+        *prev_hash = prev;
+        outcome
+    }
+}
+
+/// Whether a row's stored hash is the content hash of its event at its stored seq and
+/// prev_hash, or why its event could not be canonicalized.
+type ContentCheck = Result<bool, String>;
+
+/// The content checks of `rows`, in order, computed on all cores.
+fn content_checks(rows: &[RawRecord]) -> Vec<ContentCheck> {
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let chunk = rows.len().div_ceil(workers).max(1024);
-    let canonicals: Vec<Result<Vec<u8>, String>> = if rows.len() <= chunk {
-        rows.iter().map(canonical_of_raw).collect()
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = rows
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || part.iter().map(canonical_of_raw).collect::<Vec<_>>())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| vec![Err("verifier thread panicked".to_owned())])
-                })
-                .collect()
-        })
-    };
-    verify_window(
-        rows.iter()
-            .zip(canonicals)
-            .map(|(r, c)| (r.seq, r.prev_hash.as_str(), r.hash.as_str(), c)),
-    )
-}
-
-fn canonical_of_raw(row: &RawRecord) -> Result<Vec<u8>, String> {
-    let wire = pb::Event::decode(row.blob.as_slice()).map_err(|e| e.to_string())?;
-    canonical::canonical_event(&wire).map_err(|e| e.to_string())
-}
-
-fn verify_window<'a>(
-    rows: impl Iterator<Item = (i64, &'a str, &'a str, Result<Vec<u8>, String>)>,
-) -> Result<ChainSummary, ChainFault> {
-    let mut prev = String::new();
-    let mut count = 0;
-    for (expected_seq, (seq, stored_prev, stored_hash, canonical)) in (1..).zip(rows) {
-        if seq != expected_seq {
-            return Err(ChainFault::Tampered {
-                seq,
-                reason: TamperReason::SeqGap {
-                    expected: expected_seq,
-                },
-            });
-        }
-        let canonical = canonical.map_err(|reason| ChainFault::Undecodable { seq, reason })?;
-        if stored_prev != prev {
-            return Err(ChainFault::Tampered {
-                seq,
-                reason: TamperReason::PrevHashMismatch,
-            });
-        }
-        if canonical::record_hash(stored_prev, seq, &canonical) != stored_hash {
-            return Err(ChainFault::Tampered {
-                seq,
-                reason: TamperReason::ContentHashMismatch,
-            });
-        }
-        stored_hash.clone_into(&mut prev);
-        count += 1;
+    if rows.len() <= chunk {
+        return rows.iter().map(content_of_raw).collect();
     }
-    Ok(ChainSummary {
-        records: count,
-        head_hash: prev,
+    std::thread::scope(|scope| {
+        let mut parts = rows.chunks(chunk);
+        // This thread takes the first part itself.
+        let first = parts.next().unwrap_or_default();
+        let handles: Vec<_> = parts
+            .map(|part| {
+                let handle = scope.spawn(move || part.iter().map(content_of_raw).collect());
+                (handle, part.len())
+            })
+            .collect();
+        let mut contents: Vec<ContentCheck> = first.iter().map(content_of_raw).collect();
+        for (handle, len) in handles {
+            match handle.join() {
+                Ok(checked) => contents.extend::<Vec<_>>(checked),
+                Err(_) => contents.extend(
+                    std::iter::repeat_with(|| Err("verifier thread panicked".to_owned())).take(len),
+                ),
+            }
+        }
+        contents
     })
+}
+
+fn content_of_raw(row: &RawRecord) -> ContentCheck {
+    let wire = pb::Event::decode(row.blob.as_slice()).map_err(|e| e.to_string())?;
+    let canonical = canonical::canonical_event(&wire).map_err(|e| e.to_string())?;
+    Ok(canonical::record_hash(&row.prev_hash, row.seq, &canonical) == row.hash)
 }

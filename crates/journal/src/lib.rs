@@ -30,7 +30,9 @@ pub mod record;
 pub mod rules;
 pub mod sqlite;
 
-pub use chain::{ChainFault, ChainSummary, TamperReason, verify_raw, verify_records};
+pub use chain::{
+    ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
+};
 pub use error::{JournalError, Result};
 pub use journal::{
     HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
@@ -38,4 +40,4 @@ pub use journal::{
 };
 pub use memory::MemoryJournal;
 pub use record::LogRecord;
-pub use sqlite::{SqliteJournal, SqliteOptions};
+pub use sqlite::{Durability, SqliteJournal, SqliteOptions};

@@ -12,11 +12,15 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_api::{Event, EventBody, EventKind, ExecutionStart, Message};
+use agentsessions_api::{
+    ApprovalRequest, ComputeState, Event, EventBody, EventKind, ExecutionStart, Lifecycle,
+    LifecycleKind, Message,
+};
 use agentsessions_journal::chain::RawRecord;
 use agentsessions_journal::sqlite::SCHEMA_VERSION;
 use agentsessions_journal::{
-    ChainFault, Journal, JournalError, SqliteJournal, TamperReason, verify_raw,
+    ChainFault, Durability, Journal, JournalError, SqliteJournal, SqliteOptions, TamperReason,
+    verify_raw,
 };
 use rusqlite::Connection;
 
@@ -26,6 +30,26 @@ fn input(text: &str) -> Event {
         EventBody::Message(Message::text_message("user", text)),
     )
     .with_execution("exec-1")
+}
+
+fn open(path: &Path, durability: Durability) -> SqliteJournal {
+    let options = SqliteOptions {
+        durability,
+        ..SqliteOptions::default()
+    };
+    let j = SqliteJournal::open_with(path, options).unwrap();
+    assert_eq!(j.durability(), durability);
+    j
+}
+
+fn lifecycle(kind: LifecycleKind) -> Event {
+    Event::new(
+        EventKind::Lifecycle,
+        EventBody::Lifecycle(Lifecycle {
+            kind,
+            ..Lifecycle::default()
+        }),
+    )
 }
 
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {
@@ -345,13 +369,23 @@ fn child_writer_entry() {
     let path = PathBuf::from(parts.next().unwrap());
     let session = parts.next().unwrap().to_owned();
     let wins: usize = parts.next().unwrap().parse().unwrap();
+    let durability = match parts.next().unwrap() {
+        "full" => Durability::Full,
+        _ => Durability::Pipelined,
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let j = SqliteJournal::open(&path).unwrap();
+        let j = open(&path, durability);
         let mut won = 0;
         let mut n = 0u64;
+        // A writer whose view of the head went stale would lose forever; fail instead of hanging.
+        let mut lost_in_a_row = 0;
         while won < wins {
             n += 1;
+            assert!(
+                lost_in_a_row < 5_000,
+                "no progress after {lost_in_a_row} refusals"
+            );
             let head = j.head(&session).await.unwrap();
             match j
                 .append(
@@ -364,16 +398,27 @@ fn child_writer_entry() {
             {
                 Ok(rec) => {
                     won += 1;
+                    lost_in_a_row = 0;
                     println!("WON {}", rec.seq);
                 }
-                Err(e) if e.is_retryable() => {}
+                Err(e) if e.is_retryable() => lost_in_a_row += 1,
                 Err(e) => panic!("child append failed: {e}"),
             }
         }
     });
 }
 
-fn spawn_child(path: &Path, session: &str, wins: usize, stdout: Stdio) -> std::process::Child {
+fn spawn_child(
+    path: &Path,
+    session: &str,
+    wins: usize,
+    durability: Durability,
+    stdout: Stdio,
+) -> std::process::Child {
+    let mode = match durability {
+        Durability::Full => "full",
+        Durability::Pipelined => "pipelined",
+    };
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -382,22 +427,36 @@ fn spawn_child(path: &Path, session: &str, wins: usize, stdout: Stdio) -> std::p
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_ENV, format!("{}|{session}|{wins}", path.display()))
+        .env(
+            CHILD_ENV,
+            format!("{}|{session}|{wins}|{mode}", path.display()),
+        )
         .stdout(stdout)
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
 }
 
-// issue: two processes racing the same session — exactly one wins each seq, no gap, no duplicate
+// issue: two processes racing the same session — exactly one wins each seq, no gap, no duplicate.
+// Each writer caches the session head; a stale cache would give a gap, a duplicate or a refusal.
 #[tokio::test]
 async fn two_processes_race_one_session() {
+    race_two_processes(Durability::Pipelined, Durability::Pipelined).await;
+}
+
+#[tokio::test]
+async fn two_processes_race_one_session_full_and_pipelined() {
+    race_two_processes(Durability::Full, Durability::Pipelined).await;
+}
+
+async fn race_two_processes(first: Durability, second: Durability) {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     drop(SqliteJournal::open(&path).unwrap());
     let per_child = 150;
-    let children: Vec<_> = (0..2)
-        .map(|_| spawn_child(&path, "race", per_child, Stdio::piped()))
+    let children: Vec<_> = [first, second]
+        .into_iter()
+        .map(|durability| spawn_child(&path, "race", per_child, durability, Stdio::piped()))
         .collect();
     let mut won = Vec::new();
     for child in children {
@@ -426,7 +485,13 @@ async fn writer_killed_mid_burst_leaves_a_verifiable_chain() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     drop(SqliteJournal::open(&path).unwrap());
-    let mut child = spawn_child(&path, "burst", 1_000_000, Stdio::null());
+    let mut child = spawn_child(
+        &path,
+        "burst",
+        1_000_000,
+        Durability::Pipelined,
+        Stdio::null(),
+    );
     // Wait until the child has committed something, then kill it without warning.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -524,4 +589,116 @@ async fn parallel_verification_reports_the_first_bad_seq() {
             reason: TamperReason::ContentHashMismatch
         }
     );
+}
+
+// The writer caches each session's head, fence and compute state. Another journal on the same
+// file (another connection, as another process would be) must invalidate that cache: its appends
+// move the head, its fences refuse our stale writer, its lifecycle events set the state.
+#[tokio::test]
+async fn two_journals_on_one_file_see_each_others_writes() {
+    for durability in [Durability::Pipelined, Durability::Full] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db_in(&dir);
+        let a = open(&path, durability);
+        let b = open(&path, durability);
+        a.append("s", 0, 0, input("a1")).await.unwrap();
+        b.append("s", 1, 0, input("b2")).await.unwrap();
+        // a's cached head is 1: a stale cache would refuse 2 and accept 1.
+        assert!(matches!(
+            a.append("s", 1, 0, input("stale")).await,
+            Err(JournalError::Conflict { actual: 2, .. })
+        ));
+        let rec = a.append("s", 2, 0, input("a3")).await.unwrap();
+        assert_eq!(rec.seq, 3);
+        // A fence minted through b refuses a's old fence (no SQL constraint would).
+        assert_eq!(b.new_fence("s").await.unwrap(), 1);
+        assert!(matches!(
+            a.append("s", 3, 0, input("fenced")).await,
+            Err(JournalError::Fenced { current: 1, .. })
+        ));
+        a.append("s", 3, 1, input("a4")).await.unwrap();
+        // b suspends; a's approval request keeps the state b's event set.
+        b.append("s", 4, 1, lifecycle(LifecycleKind::Suspend))
+            .await
+            .unwrap();
+        let approval = Event::new(
+            EventKind::ApprovalRequest,
+            EventBody::Approval(ApprovalRequest {
+                tool_call_id: "c".into(),
+                reason: "r".into(),
+            }),
+        );
+        a.append("s", 5, 1, approval).await.unwrap();
+        let info = a.session_info("s").await.unwrap();
+        assert_eq!(info.compute_state, ComputeState::Cold);
+        assert_eq!((info.last_seq, info.fence), (6, 1));
+        assert_eq!(verify_raw(&raw_rows(&path, "s")).unwrap().records, 6);
+    }
+}
+
+// Appends touch the session row with a plain UPDATE when it is complete; a row left without
+// project or creation time (another tool wrote it) still gets both.
+#[tokio::test]
+async fn append_completes_a_bare_session_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    drop(SqliteJournal::open(&path).unwrap());
+    Connection::open(&path)
+        .unwrap()
+        .execute("INSERT INTO sessions(session) VALUES ('bare')", [])
+        .unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
+    j.append("bare", 0, 0, input("x")).await.unwrap();
+    let info = j.session_info("bare").await.unwrap();
+    assert_eq!(info.row.project, "default");
+    assert!(info.row.created_at.unwrap().unix_nanos() > 0);
+    assert_eq!(info.compute_state, ComputeState::Live);
+    assert_eq!(info.updated_at, info.row.created_at.unwrap());
+}
+
+// The streaming verifier reads in parts of 4,096 rows; faults on either side of a part boundary
+// and across it are reported exactly as by verify_raw.
+#[tokio::test]
+async fn streaming_verification_matches_verify_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let j = SqliteJournal::open(&path).unwrap();
+    let events: Vec<Event> = (0..9000).map(|i| input(&format!("record {i}"))).collect();
+    let records = j.append_batch("long", 0, 0, events).await.unwrap();
+    let summary = j.verify_session("long").await.unwrap().unwrap();
+    assert_eq!(summary.records, 9000);
+    assert_eq!(summary.head_hash, records.last().unwrap().hash);
+    assert_eq!(j.verify_session("empty").await.unwrap().unwrap().records, 0);
+    let conn = Connection::open(&path).unwrap();
+    let tamper = |sql: &str| conn.execute(sql, []).unwrap();
+    let check = |expected: ChainFault| {
+        let j = &j;
+        let path = &path;
+        async move {
+            assert_eq!(verify_raw(&raw_rows(path, "long")).unwrap_err(), expected);
+            assert_eq!(
+                j.verify_session("long").await.unwrap().unwrap_err(),
+                expected
+            );
+        }
+    };
+    // The first row of the second part links to the last row of the first.
+    tamper("UPDATE events SET prev_hash = 'x' WHERE session = 'long' AND seq = 4097");
+    check(ChainFault::Tampered {
+        seq: 4097,
+        reason: TamperReason::PrevHashMismatch,
+    })
+    .await;
+    tamper("UPDATE events SET hash = '00' WHERE session = 'long' AND seq = 4096");
+    check(ChainFault::Tampered {
+        seq: 4096,
+        reason: TamperReason::ContentHashMismatch,
+    })
+    .await;
+    tamper("DELETE FROM events WHERE session = 'long' AND seq = 100");
+    check(ChainFault::Tampered {
+        seq: 101,
+        reason: TamperReason::SeqGap { expected: 100 },
+    })
+    .await;
 }

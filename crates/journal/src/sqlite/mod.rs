@@ -1,12 +1,13 @@
-//! The SQLite journal, the default backend: bundled SQLite, WAL, `synchronous=FULL`, the
-//! reference table layout (semantics §1.5), one writer thread with group commit, and a small
-//! pool of read connections. rusqlite never runs on a tokio worker: writes go to the
-//! `journal-writer` thread, reads to `spawn_blocking`.
+//! The SQLite journal, the default backend: bundled SQLite, WAL, the reference table layout
+//! (semantics §1.5), one writer thread with group commit, and a small pool of read connections.
+//! rusqlite never runs on a tokio worker: writes go to the `journal-writer` thread, reads to
+//! `spawn_blocking`. An append returns only once its batch is durable; [`Durability`] says how.
 
 mod codec;
 mod schema;
 mod writer;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -16,8 +17,10 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::schema::{SCHEMA_VERSION, schema_version_of};
-use self::writer::Command;
-use crate::chain::{PreparedEvent, RawRecord, decode_event};
+use self::writer::{Command, Syncer, Watermark, Writer};
+use crate::chain::{
+    ChainFault, ChainSummary, ChainVerifier, PreparedEvent, RawRecord, decode_event,
+};
 use crate::error::{JournalError, Result};
 use crate::journal::{
     DEFAULT_PROJECT, HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
@@ -30,6 +33,43 @@ use crate::rules;
 /// Read connections kept open; more concurrent readers open temporary ones.
 const READ_POOL: usize = 4;
 
+/// Rows [`SqliteJournal::verify_session`] reads ahead of the hashing.
+const VERIFY_PART: usize = 4096;
+
+/// A session's stored rows in seq order, as [`raw_record`] reads them.
+const RAW_ROWS: &str =
+    "SELECT seq, prev_hash, hash, event FROM events WHERE session = ?1 ORDER BY seq";
+
+/// WAL pages after which a commit checkpoints the WAL into the database (SQLite's default is
+/// 1,000). Each checkpoint costs two fsyncs and stalls the writer; with many sessions appending,
+/// the same index and `sessions` pages recur in the WAL, so a longer WAL copies fewer pages per
+/// append. 10,000 pages keep the WAL under ~40 MiB; much longer made appends slower again.
+const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
+
+/// How a committed batch is made durable before its callers are acknowledged. Both modes give
+/// an acknowledged write the same guarantee: its WAL frames have been fsync'd, so it survives
+/// a process kill, an OS crash and a power loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL` on the write connection: `COMMIT` itself writes and fsyncs the WAL,
+    /// and the writer starts the next batch only after that.
+    Full,
+    /// `COMMIT` writes the WAL frames without syncing (`synchronous=NORMAL` on the write
+    /// connection), and the WAL file is then `fdatasync`'d before the batch is acknowledged — by
+    /// the `journal-sync` thread while the writer already applies the next batch, or by the
+    /// writer itself when no other command is waiting. One sync covers every batch committed
+    /// before it. Checkpoints still sync the WAL before copying it into the database, and the
+    /// database before the WAL is reused, as under `FULL`.
+    ///
+    /// A committed batch is visible to other connections between its `COMMIT` and its sync.
+    /// Reads through this journal wait for that sync before they return, so they never hand
+    /// out a record that an OS crash could still take back; a reader in another process may see
+    /// it early (only an OS crash or power loss in that window loses it, and its writer was not
+    /// acknowledged).
+    #[default]
+    Pipelined,
+}
+
 /// Options for [`SqliteJournal::open_with`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -37,6 +77,8 @@ pub struct SqliteOptions {
     pub default_project: String,
     /// Queue depth of the writer channel (back-pressure on appenders).
     pub queue_depth: usize,
+    /// How batches are made durable.
+    pub durability: Durability,
 }
 
 impl Default for SqliteOptions {
@@ -44,6 +86,7 @@ impl Default for SqliteOptions {
         Self {
             default_project: DEFAULT_PROJECT.to_owned(),
             queue_depth: 4096,
+            durability: Durability::default(),
         }
     }
 }
@@ -56,12 +99,14 @@ pub struct SqliteJournal {
     writer: mpsc::Sender<Command>,
     readers: Arc<Mutex<Vec<Connection>>>,
     default_project: String,
+    durability: Durability,
+    watermark: Arc<Watermark>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for SqliteJournal {
-    /// Closes the writer channel and waits for the thread to commit what is queued, so a file
-    /// reopened right after the drop sees every acknowledged write.
+    /// Closes the writer channel and waits for the threads to commit and acknowledge what is
+    /// queued, so a file reopened right after the drop sees every acknowledged write.
     fn drop(&mut self) {
         let (closed, _) = mpsc::channel(1);
         drop(std::mem::replace(&mut self.writer, closed));
@@ -102,21 +147,50 @@ impl SqliteJournal {
         }
         let mut conn = schema::open_connection(&path, true)?;
         schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+        let wal = match options.durability {
+            Durability::Pipelined => open_wal(&conn)?,
+            Durability::Full => None,
+        };
+        let durability = if wal.is_some() {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            Durability::Pipelined
+        } else {
+            Durability::Full
+        };
         let readers = (0..READ_POOL)
             .map(|_| open_reader(&path))
             .collect::<Result<Vec<_>>>()?;
+        let watermark = Arc::new(Watermark::default());
+        let syncer = match wal {
+            Some(wal) => Syncer::spawn(wal, Arc::clone(&watermark))?,
+            None => Syncer::InCommit,
+        };
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
-        let project = options.default_project.clone();
+        let writer = Writer::new(
+            conn,
+            options.default_project.clone(),
+            Arc::clone(&watermark),
+            syncer,
+        );
         let handle = std::thread::Builder::new()
             .name("journal-writer".to_owned())
-            .spawn(move || writer::run(conn, rx, &project))?;
+            .spawn(move || writer.run(rx))?;
         Ok(Self {
             path,
             writer: tx,
             readers: Arc::new(Mutex::new(readers)),
             default_project: options.default_project,
+            durability,
+            watermark,
             writer_thread: Mutex::new(Some(handle)),
         })
+    }
+
+    /// How this journal makes appends durable: the mode asked for, or [`Durability::Full`] when
+    /// the file has no WAL to sync (an in-memory URI).
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The file this journal writes.
@@ -133,13 +207,17 @@ impl SqliteJournal {
         done.await.map_err(|_| JournalError::Closed)?
     }
 
-    /// Runs `f` on a pooled read connection on the blocking pool.
+    /// Runs `f` on a pooled read connection on the blocking pool. In
+    /// [`Durability::Pipelined`] the result is returned only once everything `f` could have
+    /// seen is durable.
     async fn with_reader<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let pool = Arc::clone(&self.readers);
         let path = self.path.clone();
+        let watermark =
+            (self.durability == Durability::Pipelined).then(|| Arc::clone(&self.watermark));
         tokio::task::spawn_blocking(move || {
             let pooled = pool
                 .lock()
@@ -156,7 +234,12 @@ impl SqliteJournal {
             if guard.len() < READ_POOL {
                 guard.push(conn);
             }
-            out
+            drop(guard);
+            let out = out?;
+            if let Some(watermark) = watermark {
+                watermark.wait_durable()?;
+            }
+            Ok(out)
         })
         .await
         .map_err(|e| JournalError::InvalidArgument(format!("reader task failed: {e}")))?
@@ -170,18 +253,59 @@ impl SqliteJournal {
     pub async fn read_raw(&self, session: &str) -> Result<Vec<RawRecord>> {
         let session = session.to_owned();
         self.with_reader(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, prev_hash, hash, event FROM events WHERE session = ?1 ORDER BY seq",
-            )?;
-            let rows = stmt.query_map([&session], |r| {
-                Ok(RawRecord {
-                    seq: r.get(0)?,
-                    prev_hash: r.get(1)?,
-                    hash: r.get(2)?,
-                    blob: r.get(3)?,
-                })
-            })?;
+            let mut stmt = conn.prepare_cached(RAW_ROWS)?;
+            let rows = stmt.query_map([&session], raw_record)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    /// Reads a session's stored rows and verifies its hash chain as [`verify_raw`] does, but
+    /// while reading: this thread steps through the rows while the others hash the part read
+    /// before, and the chain is never held in memory whole. The outer result is whether the
+    /// rows could be read, the inner one the chain's verdict.
+    ///
+    /// [`verify_raw`]: crate::verify_raw
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn verify_session(
+        &self,
+        session: &str,
+    ) -> Result<std::result::Result<ChainSummary, ChainFault>> {
+        let session = session.to_owned();
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(RAW_ROWS)?;
+            let mut rows = stmt.query([&session])?;
+            std::thread::scope(|scope| {
+                let (to_verifier, parts) = std::sync::mpsc::sync_channel::<Vec<RawRecord>>(1);
+                let verifier = scope.spawn(move || {
+                    let mut verifier = ChainVerifier::new();
+                    // At the first fault this returns, and the reader below stops.
+                    for part in parts {
+                        verifier.push(&part)?;
+                    }
+                    Ok(verifier.finish())
+                });
+                let read = (|| -> Result<()> {
+                    loop {
+                        let mut part = Vec::with_capacity(VERIFY_PART);
+                        while part.len() < VERIFY_PART {
+                            let Some(row) = rows.next()? else { break };
+                            part.push(raw_record(row)?);
+                        }
+                        let more = part.len() == VERIFY_PART;
+                        if part.is_empty() || to_verifier.send(part).is_err() || !more {
+                            return Ok(());
+                        }
+                    }
+                })();
+                drop(to_verifier);
+                let verdict = verifier
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                read.map(|()| verdict)
+            })
         })
         .await
     }
@@ -198,6 +322,34 @@ impl SqliteJournal {
         })
         .await
     }
+}
+
+/// Opens the write connection's WAL file for `journal-sync`, or `None` when the database has no
+/// WAL (an in-memory URI). The file exists from the connection's first read on, and SQLite
+/// neither deletes nor replaces it while any connection (this one included) has the database
+/// open, so the handle stays on the live WAL. SQLite keeps no locks on the WAL file itself (they
+/// are on the database and `-shm` files), so this extra descriptor cannot disturb them.
+fn open_wal(conn: &Connection) -> Result<Option<File>> {
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    let db = conn.path().unwrap_or_default();
+    if !mode.eq_ignore_ascii_case("wal") || db.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("{db}-wal"))?,
+    ))
+}
+
+fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
+    Ok(RawRecord {
+        seq: row.get(0)?,
+        prev_hash: row.get(1)?,
+        hash: row.get(2)?,
+        blob: row.get(3)?,
+    })
 }
 
 fn open_reader(path: &Path) -> Result<Connection> {
@@ -418,4 +570,25 @@ mod tests {
     }
 
     crate::journal_conformance!(fresh());
+
+    /// The same suite with `synchronous=FULL`.
+    mod full {
+        use std::sync::Arc;
+
+        use crate::Journal;
+        use crate::sqlite::{Durability, SqliteJournal, SqliteOptions};
+
+        fn fresh() -> (Arc<dyn Journal>, tempfile::TempDir) {
+            let dir = tempfile::tempdir().unwrap();
+            let options = SqliteOptions {
+                durability: Durability::Full,
+                ..SqliteOptions::default()
+            };
+            let journal = SqliteJournal::open_with(dir.path().join("journal.db"), options).unwrap();
+            assert_eq!(journal.durability(), Durability::Full);
+            (Arc::new(journal), dir)
+        }
+
+        crate::journal_conformance!(fresh());
+    }
 }
