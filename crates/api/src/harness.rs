@@ -190,7 +190,7 @@ pub struct Start {
     /// Opaque per-execution config, journaled verbatim and restored on replay and resume.
     pub config: Vec<u8>,
     /// Every event before this execution's start, also after a memory restore.
-    pub history: Vec<Event>,
+    pub history: History,
     /// The invocation's inputs; the originals are restored on replay and resume.
     pub inputs: Vec<Message>,
     /// The session principal and token minter.
@@ -198,6 +198,66 @@ pub struct Start {
     /// The harness's own opaque cursor, journaled with `config`; distinct from the journal's
     /// append (CAS) cursor.
     pub resume_from_seq: i64,
+}
+
+/// An execution's history: the session's events before it, in journal order.
+///
+/// It is a shared, read-only prefix of one copy of the log, so handing every execution of a
+/// replay its history costs one copy, not one per execution. It dereferences to `[Event]`.
+#[derive(Clone, Default)]
+pub struct History {
+    events: Arc<[Event]>,
+    len: usize,
+}
+
+impl History {
+    /// The whole of `events`.
+    pub fn new(events: Arc<[Event]>) -> Self {
+        let len = events.len();
+        Self { events, len }
+    }
+
+    /// The first `len` events of this history (all of them when `len` is larger), sharing the
+    /// same storage.
+    #[must_use]
+    pub fn prefix(&self, len: usize) -> Self {
+        Self {
+            events: Arc::clone(&self.events),
+            len: len.min(self.len),
+        }
+    }
+}
+
+impl std::ops::Deref for History {
+    type Target = [Event];
+
+    fn deref(&self) -> &[Event] {
+        self.events.get(..self.len).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for History {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl From<Vec<Event>> for History {
+    fn from(events: Vec<Event>) -> Self {
+        Self::new(events.into())
+    }
+}
+
+impl FromIterator<Event> for History {
+    fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
+        Self::new(iter.into_iter().collect())
+    }
 }
 
 /// The Bring-Your-Own-Harness SPI.

@@ -23,7 +23,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     for (i, name) in core.iter().enumerate() {
         let mut deps: BTreeSet<&str> = core[..i].iter().copied().collect();
         if *name == "server" {
-            deps.extend(["harnesswire", "runtime", "model", "harnesses"]);
+            deps.extend(["harnesswire", "runtime", "model", "harnesses", "postgres"]);
         }
         map.insert(*name, deps);
     }
@@ -33,6 +33,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             BTreeSet::from(["api", "wire", "harnesswire", "model"]),
         );
     }
+    map.insert("postgres", BTreeSet::from(["api", "wire", "journal"]));
     let everything: BTreeSet<&str> = map.keys().copied().collect();
     map.insert("cli", everything.clone());
     map.insert("client", BTreeSet::from(["api", "wire"]));

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
     ApprovalDecision, ApprovalResult, Descriptor, ErrorInfo, Event, EventBody, EventKind,
-    ExecutionStart, Harness, HarnessEnd, IdentityContext, Lifecycle, LifecycleKind, Message,
-    ModelPolicy, ModelProvider, Resumability, Start, Timestamp,
+    ExecutionStart, Harness, HarnessEnd, History, IdentityContext, Lifecycle, LifecycleKind,
+    Message, ModelPolicy, ModelProvider, Resumability, Start, Timestamp,
 };
 use agentsessions_journal::{Journal, LogRecord};
 
@@ -359,7 +359,7 @@ impl Controller {
             model: default_model.clone(),
             session_uid: self.session.clone(),
             config: request.config,
-            history: history_for(&descriptor, &records[..]),
+            history: history_for(&descriptor, &shared_history(&records), records.len()),
             inputs: request.inputs,
             identity: self.identity.clone(),
             resume_from_seq: request.resume_from_seq,
@@ -560,7 +560,7 @@ impl Controller {
     fn recorded_start(
         &self,
         execution: &Execution,
-        records: &[LogRecord],
+        history: &History,
         history_end: usize,
         execution_id: String,
         descriptor: &Descriptor,
@@ -571,7 +571,7 @@ impl Controller {
             model: marker.model,
             session_uid: self.session.clone(),
             config: marker.config,
-            history: history_for(descriptor, &records[..history_end]),
+            history: history_for(descriptor, history, history_end),
             inputs: execution.inputs.clone(),
             identity: self.identity.clone(),
             resume_from_seq: marker.resume_from_seq,
@@ -602,6 +602,7 @@ impl Controller {
             Descriptor::default()
         };
         let mut report = ReplayReport::default();
+        let history = shared_history(&records);
         for execution in selected {
             let (history_end, execution_id) = if execution.legacy {
                 let anchor = &records[execution.anchor];
@@ -610,7 +611,7 @@ impl Controller {
                 (execution.first, execution.id.clone())
             };
             let start =
-                self.recorded_start(execution, &records, history_end, execution_id, &descriptor);
+                self.recorded_start(execution, &history, history_end, execution_id, &descriptor);
             let recorded = Recorded::new(effect_records(execution, &records));
             let ctx = self.sink(
                 Mode::Replay,
@@ -712,8 +713,13 @@ impl Controller {
             // harness inside the sink.
             self.describe(deadline).await?
         };
-        let start =
-            self.recorded_start(&pending, &records, pending.first, execution_id, &descriptor);
+        let start = self.recorded_start(
+            &pending,
+            &shared_history(&records),
+            pending.first,
+            execution_id,
+            &descriptor,
+        );
         let recorded = Recorded::new(effect_records(&pending, &records));
         let ctx = self.sink(
             Mode::Resume,
@@ -843,11 +849,16 @@ impl Controller {
 
 /// I4: a harness that keeps its state in memory never rebuilds it from the journal, so it is
 /// given no history; every other harness gets the whole prior log.
-fn history_for(descriptor: &Descriptor, prior: &[LogRecord]) -> Vec<Event> {
+fn history_for(descriptor: &Descriptor, log: &History, len: usize) -> History {
     if descriptor.capabilities.resumability == Resumability::RequiresMemorySnapshot {
-        return Vec::new();
+        return History::default();
     }
-    prior.iter().map(|r| r.event.clone()).collect()
+    log.prefix(len)
+}
+
+/// One shared copy of the log's events; every execution's history is a prefix of it.
+fn shared_history(records: &[LogRecord]) -> History {
+    records.iter().map(|r| r.event.clone()).collect()
 }
 
 fn effect_records(execution: &Execution, records: &[LogRecord]) -> Vec<LogRecord> {

@@ -155,7 +155,7 @@ impl From<Start> for pb::Start {
     fn from(s: Start) -> Self {
         Self {
             config: s.config,
-            history: s.history.into_iter().map(Into::into).collect(),
+            history: s.history.iter().map(Into::into).collect(),
             inputs: s.inputs.into_iter().map(Into::into).collect(),
             identity: Some(s.identity.into()),
             resume_from_seq: s.resume_from_seq,
@@ -194,7 +194,7 @@ pub fn start_from_pb(
         model: start.model,
         session_uid: start.session_uid,
         config: start.config,
-        history: vec_from_pb::<pb::Event, Event>(start.history, "history")?,
+        history: vec_from_pb::<pb::Event, Event>(start.history, "history")?.into(),
         inputs: vec_from_pb::<pb::Message, Message>(start.inputs, "inputs")?,
         identity: identity_context_from_pb(start.identity.unwrap_or_default(), mint_token),
         resume_from_seq: start.resume_from_seq,
@@ -265,7 +265,8 @@ mod tests {
                     }),
                 )
                 .with_execution("exec-1"),
-            ],
+            ]
+            .into(),
             inputs: vec![Message::text_message("user", "hi"), Message::default()],
             identity: IdentityContext {
                 principal: IdentityRef {
