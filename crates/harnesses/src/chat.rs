@@ -1,0 +1,338 @@
+//! [`ChatHarness`]: the conversation harness, and the JSON config it reads per execution.
+//!
+//! # Config
+//!
+//! [`Start::config`] is either empty or a JSON object. Its one known member is `system_prompt`:
+//!
+//! | config | system message |
+//! |---|---|
+//! | empty bytes, `{}`, `{"system_prompt": ""}`, no `system_prompt` member | none |
+//! | `{"system_prompt": "…"}` (non-empty) | exactly one leading `system` text message, verbatim |
+//! | unknown members | ignored |
+//! | malformed JSON, trailing tokens, a non-object top level (`null` included), a non-string `system_prompt` (`null` included) | the run fails before any model call |
+//!
+//! The failure message is fixed ([`HarnessesError::InvalidChatConfig`]) and never quotes the
+//! config. The rejected turn stays incomplete: a resume reads the same journaled config and fails
+//! the same way, and a new execution supersedes it.
+
+use agentsessions_api::{
+    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Result,
+    Resumability, Start,
+};
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::error::HarnessesError;
+
+/// The `chat` harness (semantics §10.5): rebuilds the whole conversation from history on every
+/// execution and asks the configured model once. Stateless (replays on any runtime) and
+/// fork-safe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatHarness {
+    model: String,
+}
+
+impl ChatHarness {
+    /// The harness id.
+    pub const ID: &'static str = "chat";
+    /// The advertised replay version.
+    pub const VERSION: &'static str = "1";
+
+    /// A chat harness calling `model`.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessesError::EmptyModel`] when `model` is empty or only whitespace.
+    pub fn new(model: impl Into<String>) -> Result<Self, HarnessesError> {
+        let model = model.into();
+        if model.trim().is_empty() {
+            return Err(HarnessesError::EmptyModel);
+        }
+        Ok(Self { model })
+    }
+
+    /// The model every execution calls.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+#[async_trait]
+impl Harness for ChatHarness {
+    async fn describe(&self) -> Result<Descriptor> {
+        Ok(Descriptor {
+            id: Self::ID.to_owned(),
+            version: Self::VERSION.to_owned(),
+            models: vec![self.model.clone()],
+            tools: Vec::new(),
+            capabilities: Capabilities {
+                resumability: Resumability::StatelessReplay,
+                fork_safe: true,
+                ..Capabilities::default()
+            },
+        })
+    }
+
+    /// One model call with, in order: the system message from the config (if any), every
+    /// history event of kind INPUT or OUTPUT that carries a message (journal order), and all of
+    /// this execution's inputs.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessesError::InvalidChatConfig`] (as `INVALID_ARGUMENT`) for a config the table in
+    /// the module docs rejects, before any model call; otherwise whatever [`EventSink::model`]
+    /// returns, unchanged.
+    async fn run(&self, start: &Start, sink: &dyn EventSink) -> Result<()> {
+        let system = system_prompt(&start.config)?;
+        let history = start
+            .history
+            .iter()
+            .filter(|event| matches!(event.kind, EventKind::Input | EventKind::Output))
+            .filter_map(|event| event.message().cloned());
+        let messages = system
+            .map(|prompt| Message::text_message("system", prompt))
+            .into_iter()
+            .chain(history)
+            .chain(start.inputs.iter().cloned())
+            .collect();
+        sink.model(ModelRequest {
+            model: self.model.clone(),
+            messages,
+            ..ModelRequest::default()
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// The system prompt a config asks for; `None` for no system message. See the module docs.
+fn system_prompt(config: &[u8]) -> Result<Option<String>, HarnessesError> {
+    if config.is_empty() {
+        return Ok(None);
+    }
+    // `from_slice` rejects trailing tokens and bounds nesting depth, so bad input is an error.
+    let value: Value =
+        serde_json::from_slice(config).map_err(|_| HarnessesError::InvalidChatConfig)?;
+    let Value::Object(object) = value else {
+        return Err(HarnessesError::InvalidChatConfig);
+    };
+    match object.get("system_prompt") {
+        None => Ok(None),
+        Some(Value::String(prompt)) if prompt.is_empty() => Ok(None),
+        Some(Value::String(prompt)) => Ok(Some(prompt.clone())),
+        Some(_) => Err(HarnessesError::InvalidChatConfig),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsessions_api::{
+        ApiError, Event, EventBody, LifecycleKind, ModelCall, StatusCode, ToolCall, Usage,
+    };
+
+    use super::*;
+    use crate::testsink::{Call, RecordingSink};
+
+    fn chat() -> ChatHarness {
+        ChatHarness::new("gpt-test").unwrap()
+    }
+
+    fn start_with_config(config: &[u8]) -> Start {
+        Start {
+            config: config.to_vec(),
+            inputs: vec![Message::text_message("user", "hi")],
+            ..Start::default()
+        }
+    }
+
+    fn only_request(sink: &RecordingSink) -> ModelRequest {
+        match sink.calls().as_slice() {
+            [Call::Model(request)] => request.clone(),
+            calls => panic!("want exactly one model call, got {calls:?}"),
+        }
+    }
+
+    // semantics §10.5: id chat, models [configured model], STATELESS_REPLAY, fork-safe.
+    #[tokio::test]
+    async fn describes_itself_with_the_configured_model() {
+        let d = chat().describe().await.unwrap();
+        assert_eq!(d.id, "chat");
+        assert_eq!(d.version, "1");
+        assert_eq!(d.models, vec!["gpt-test".to_owned()]);
+        assert_eq!(d.capabilities.resumability, Resumability::StatelessReplay);
+        assert!(d.capabilities.fork_safe);
+    }
+
+    // semantics §10.5: the constructor validates the model name.
+    #[test]
+    fn an_empty_model_is_refused() {
+        assert_eq!(ChatHarness::new(""), Err(HarnessesError::EmptyModel));
+        assert_eq!(ChatHarness::new("  \t"), Err(HarnessesError::EmptyModel));
+        assert_eq!(chat().model(), "gpt-test");
+    }
+
+    // semantics §10.5: history INPUT/OUTPUT events with a message, in journal order, then all
+    // current inputs; other kinds and message-less events are skipped; one call, configured model.
+    #[tokio::test]
+    async fn sends_history_messages_then_inputs_to_the_configured_model() {
+        let msg = |kind, role, text| {
+            Event::new(kind, EventBody::Message(Message::text_message(role, text)))
+        };
+        let start = Start {
+            model: "host-default".into(),
+            history: vec![
+                msg(EventKind::Input, "user", "q1"),
+                Event::new(
+                    EventKind::ModelCall,
+                    EventBody::ModelCall(ModelCall::default()),
+                ),
+                msg(EventKind::Output, "assistant", "a1"),
+                Event::new(EventKind::Usage, EventBody::Usage(Usage::default())),
+                Event::new(
+                    EventKind::ToolCall,
+                    EventBody::ToolCall(ToolCall::default()),
+                ),
+                Event {
+                    kind: EventKind::Output,
+                    ..Event::default()
+                },
+                Event::new(
+                    EventKind::Lifecycle,
+                    EventBody::Lifecycle(agentsessions_api::Lifecycle {
+                        kind: LifecycleKind::Suspend,
+                        ..agentsessions_api::Lifecycle::default()
+                    }),
+                ),
+                // A message body under another kind is not part of the conversation.
+                msg(EventKind::Error, "user", "not me"),
+                msg(EventKind::Input, "user", "q2"),
+            ]
+            .into(),
+            inputs: vec![
+                Message::text_message("user", "q3"),
+                Message::text_message("user", "q4"),
+            ],
+            ..Start::default()
+        };
+        let sink = RecordingSink::default();
+        chat().run(&start, &sink).await.unwrap();
+        assert_eq!(
+            only_request(&sink),
+            ModelRequest {
+                model: "gpt-test".into(),
+                messages: vec![
+                    Message::text_message("user", "q1"),
+                    Message::text_message("assistant", "a1"),
+                    Message::text_message("user", "q2"),
+                    Message::text_message("user", "q3"),
+                    Message::text_message("user", "q4"),
+                ],
+                ..ModelRequest::default()
+            }
+        );
+    }
+
+    // semantics §10.5: empty config, {}, absent or "" system_prompt, and unknown fields → no
+    // system message.
+    #[tokio::test]
+    async fn configs_without_a_prompt_add_no_system_message() {
+        for config in [
+            &b""[..],
+            b"{}",
+            b" { } \n",
+            br#"{"system_prompt":""}"#,
+            br#"{"other":1,"nested":{"system_prompt":5}}"#,
+        ] {
+            let sink = RecordingSink::default();
+            chat().run(&start_with_config(config), &sink).await.unwrap();
+            assert_eq!(
+                only_request(&sink).messages,
+                vec![Message::text_message("user", "hi")],
+                "{}",
+                String::from_utf8_lossy(config)
+            );
+        }
+    }
+
+    // semantics §10.5: a non-empty string → exactly one leading system text message, verbatim;
+    // unknown fields are ignored.
+    #[tokio::test]
+    async fn a_system_prompt_leads_verbatim() {
+        let config = br#"{"unknown":[1,2],"system_prompt":"  Be brief.\n\u00e9 "}"#;
+        let start = Start {
+            history: vec![Event::new(
+                EventKind::Input,
+                EventBody::Message(Message::text_message("user", "earlier")),
+            )]
+            .into(),
+            ..start_with_config(config)
+        };
+        let sink = RecordingSink::default();
+        chat().run(&start, &sink).await.unwrap();
+        assert_eq!(
+            only_request(&sink).messages,
+            vec![
+                Message::text_message("system", "  Be brief.\n\u{e9} "),
+                Message::text_message("user", "earlier"),
+                Message::text_message("user", "hi"),
+            ]
+        );
+    }
+
+    // semantics §10.5: malformed JSON, trailing tokens, non-object top level (incl. null), a
+    // non-string system_prompt (incl. null) → fail before any model call, with a fixed message
+    // that never echoes the config.
+    #[tokio::test]
+    async fn bad_configs_fail_before_any_model_call_without_echoing() {
+        for config in [
+            &br#"{"system_prompt":"SECRET""#[..],
+            br#"{"system_prompt":"SECRET"} {}"#,
+            br#"{"system_prompt":"SECRET"}x"#,
+            b"   ",
+            b"null",
+            b"[]",
+            br#""SECRET""#,
+            b"42",
+            b"true",
+            br#"{"system_prompt":null}"#,
+            br#"{"system_prompt":42}"#,
+            br#"{"system_prompt":["SECRET"]}"#,
+            br#"{"system_prompt":{"text":"SECRET"}}"#,
+            br#"{"system_prompt":false}"#,
+            b"\xff\xfe",
+            &[b'['; 10_000],
+        ] {
+            let sink = RecordingSink::default();
+            let err = chat()
+                .run(&start_with_config(config), &sink)
+                .await
+                .unwrap_err();
+            assert_eq!(err, ApiError::from(HarnessesError::InvalidChatConfig));
+            assert!(matches!(
+                err,
+                ApiError::Status {
+                    code: StatusCode::InvalidArgument,
+                    ..
+                }
+            ));
+            assert!(!err.to_string().contains("SECRET"));
+            assert_eq!(
+                sink.calls(),
+                Vec::new(),
+                "{}",
+                String::from_utf8_lossy(config)
+            );
+        }
+    }
+
+    // semantics §9.6: the model error is returned, not retried.
+    #[tokio::test]
+    async fn returns_the_model_error() {
+        let err = ApiError::ModelNotAllowed {
+            model: "gpt-test".into(),
+        };
+        let sink = RecordingSink::failing_models(err.clone());
+        assert_eq!(chat().run(&start_with_config(b""), &sink).await, Err(err));
+        assert_eq!(sink.calls().len(), 1);
+    }
+}

@@ -1,0 +1,72 @@
+//! [`HarnessesError`], the one error type of this crate.
+
+use agentsessions_api::{ApiError, StatusCode};
+
+/// Shorthand for results whose error is [`HarnessesError`].
+pub type Result<T, E = HarnessesError> = std::result::Result<T, E>;
+
+/// What went wrong building or running a reference harness.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessesError {
+    /// [`crate::ChatHarness::new`] was given an empty (or all-whitespace) model name; the chat
+    /// harness has no default model of its own.
+    #[error("chat harness: a model name is required")]
+    EmptyModel,
+
+    /// The chat harness's per-execution config is not a JSON object whose optional
+    /// `system_prompt` is a string. The message is fixed on purpose: the config may hold a
+    /// prompt, and errors end up in journals and logs, so it is never echoed.
+    #[error("chat harness: config must be a JSON object with an optional string system_prompt")]
+    InvalidChatConfig,
+
+    /// [`crate::reference_harness`] was asked for an id that is not `echo`, `counter` or `chat`.
+    #[error("unknown reference harness {name:?}: want echo, counter or chat")]
+    UnknownHarness {
+        /// The id that was asked for.
+        name: String,
+    },
+}
+
+impl HarnessesError {
+    /// Whether retrying could succeed. Always `false`: every variant is bad configuration, which
+    /// fails the same way until someone changes it.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::EmptyModel | Self::InvalidChatConfig | Self::UnknownHarness { .. } => false,
+        }
+    }
+}
+
+/// Every variant is a caller mistake: `INVALID_ARGUMENT`, with this error's message.
+impl From<HarnessesError> for ApiError {
+    fn from(err: HarnessesError) -> Self {
+        Self::status(StatusCode::InvalidArgument, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // STYLE rule 4: messages are lowercase, without a trailing period; nothing is retryable.
+    #[test]
+    fn messages_are_lowercase_and_nothing_is_retryable() {
+        for err in [
+            HarnessesError::EmptyModel,
+            HarnessesError::InvalidChatConfig,
+            HarnessesError::UnknownHarness { name: "x".into() },
+        ] {
+            let text = err.to_string();
+            assert!(text.starts_with(char::is_lowercase), "{text}");
+            assert!(!text.ends_with('.'), "{text}");
+            assert!(!err.is_retryable());
+            assert!(matches!(
+                ApiError::from(err),
+                ApiError::Status {
+                    code: StatusCode::InvalidArgument,
+                    ..
+                }
+            ));
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! A recording [`EventSink`] for the unit tests: it remembers every call in order and answers
+//! model calls with `"echo:" + the last message's text` (the built-in echo model), or with a
+//! scripted error.
+
+use std::sync::Mutex;
+
+use agentsessions_api::{
+    ApiError, EventSink, Message, ModelRequest, ModelResponse, Result, ToolCall, ToolResult, Usage,
+};
+use async_trait::async_trait;
+
+/// One sink call, as the harness made it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Call {
+    Model(ModelRequest),
+    Output(String),
+    ToolCall(ToolCall),
+    Report(ToolResult),
+    Usage(Usage),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RecordingSink {
+    calls: Mutex<Vec<Call>>,
+    model_error: Option<ApiError>,
+}
+
+impl RecordingSink {
+    /// A sink whose model calls fail with `err`.
+    pub(crate) fn failing_models(err: ApiError) -> Self {
+        Self {
+            calls: Mutex::default(),
+            model_error: Some(err),
+        }
+    }
+
+    pub(crate) fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn record(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+#[async_trait]
+impl EventSink for RecordingSink {
+    async fn model(&self, request: ModelRequest) -> Result<ModelResponse> {
+        let last = request
+            .messages
+            .last()
+            .map(Message::text)
+            .unwrap_or_default();
+        self.record(Call::Model(request));
+        match &self.model_error {
+            Some(err) => Err(err.clone()),
+            None => Ok(ModelResponse {
+                message: Message::text_message("assistant", format!("echo:{last}")),
+                usage: Usage::default(),
+            }),
+        }
+    }
+
+    async fn output(&self, text: String) -> Result<()> {
+        self.record(Call::Output(text));
+        Ok(())
+    }
+
+    async fn tool_call(&self, call: ToolCall) -> Result<ToolResult> {
+        let id = call.id.clone();
+        self.record(Call::ToolCall(call));
+        Ok(ToolResult {
+            id,
+            ..ToolResult::default()
+        })
+    }
+
+    async fn report(&self, result: ToolResult) -> Result<()> {
+        self.record(Call::Report(result));
+        Ok(())
+    }
+
+    async fn usage(&self, usage: Usage) -> Result<()> {
+        self.record(Call::Usage(usage));
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! The serving helpers: everything a harness author calls after implementing
+//! [`Harness::describe`] and [`Harness::run`].
+//!
+//! Each helper serves `agentsessions.v1.Harness` plus the standard `grpc.health.v1.Health`
+//! service (reporting SERVING for the empty service name and for `agentsessions.v1.Harness`) over
+//! cleartext HTTP/2, until `shutdown` completes. Shutdown is graceful: the listener closes at
+//! once, and executions still running are allowed to finish before the helper returns (a host
+//! that wants them gone cancels them).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentsessions_api::Harness;
+use agentsessions_wire::pb::harness_server::HarnessServer;
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::transport::Server;
+
+use crate::error::{HarnessWireError, Result};
+use crate::service::HarnessService;
+
+/// Serves `harness` on TCP `addr` until `shutdown` completes.
+///
+/// # Errors
+///
+/// [`HarnessWireError::Bind`] when `addr` cannot be bound; [`HarnessWireError::Serve`] when the
+/// server fails.
+pub async fn serve_tcp<H, F>(addr: SocketAddr, harness: Arc<H>, shutdown: F) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| HarnessWireError::Bind {
+            address: addr.to_string(),
+            source,
+        })?;
+    serve_tcp_listener(listener, harness, shutdown).await
+}
+
+/// Serves `harness` on an already bound TCP listener (bind `127.0.0.1:0` and read the port
+/// first, as tests do) until `shutdown` completes.
+///
+/// # Errors
+///
+/// [`HarnessWireError::Serve`] when the server fails.
+pub async fn serve_tcp_listener<H, F>(
+    listener: TcpListener,
+    harness: Arc<H>,
+    shutdown: F,
+) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+{
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving harness");
+    }
+    serve_incoming(TcpListenerStream::new(listener), harness, shutdown).await
+}
+
+/// Serves `harness` on a unix socket at `path` until `shutdown` completes, then removes the
+/// socket file. The path must not exist: a stale socket left by a crashed process is the
+/// caller's to remove (only the caller knows that no live server owns it).
+///
+/// # Errors
+///
+/// [`HarnessWireError::Bind`] when the socket cannot be created (the path exists, or its
+/// directory does not); [`HarnessWireError::Serve`] when the server fails.
+pub async fn serve_unix<H, F>(path: impl AsRef<Path>, harness: Arc<H>, shutdown: F) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let path = path.as_ref();
+    let listener = UnixListener::bind(path).map_err(|source| HarnessWireError::Bind {
+        address: path.display().to_string(),
+        source,
+    })?;
+    tracing::info!(path = %path.display(), "serving harness");
+    let served = serve_incoming(UnixListenerStream::new(listener), harness, shutdown).await;
+    if let Err(err) = std::fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), error = %err, "could not remove the harness socket");
+    }
+    served
+}
+
+async fn serve_incoming<H, F, I, IO, IE>(incoming: I, harness: Arc<H>, shutdown: F) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+    I: tokio_stream::Stream<Item = std::result::Result<IO, IE>> + Send,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<HarnessServer<HarnessService<H>>>()
+        .await;
+    Server::builder()
+        .add_service(health)
+        .add_service(HarnessService::new(harness).into_server())
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(HarnessWireError::Serve)
+}
