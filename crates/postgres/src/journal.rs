@@ -1,0 +1,386 @@
+//! [`PostgresJournal`]: the [`Journal`] trait over one Postgres database shared by any number
+//! of hosts.
+
+use std::sync::Arc;
+
+use agentsessions_api::{Event, Timestamp};
+use agentsessions_journal::chain::{PreparedEvent, decode_event};
+use agentsessions_journal::page_token::PageCursor;
+use agentsessions_journal::{
+    HarnessRow, Journal, JournalError, ListQuery, LogRecord, RegisterOutcome, Result, SessionInfo,
+    SessionPage, SessionRow,
+};
+use async_trait::async_trait;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::codec::{self, EncodedRow, StoredSession};
+use crate::connection::{Conn, Pool, Target, with_conn};
+use crate::failure::DbError;
+use crate::options::{PostgresOptions, quoted_schema};
+use crate::writer::{Command, Writer};
+use crate::{rules, schema};
+
+/// A journal in a Postgres schema. Any number of instances, in one process or on many hosts,
+/// may share the schema: every append is checked and chained inside a transaction that holds
+/// its session's row lock, so each seq has exactly one winner and a fence minted anywhere
+/// refuses older writers everywhere.
+///
+/// Cheap to share behind an `Arc`. Dropping it lets the writer tasks commit what is queued and
+/// stop; [`PostgresJournal::close`] does the same and waits for them.
+#[derive(Debug)]
+pub struct PostgresJournal {
+    target: Arc<Target>,
+    writer: mpsc::Sender<Command>,
+    writers: Vec<JoinHandle<()>>,
+    pool: Pool,
+    default_project: String,
+}
+
+impl PostgresJournal {
+    /// Connects to the database named by `url` (a `postgresql://` URL or a `key=value`
+    /// connection string), migrates the schema to [`SCHEMA_VERSION`](crate::SCHEMA_VERSION) and
+    /// starts the writer tasks. TLS is not supported yet: use it over loopback or a private
+    /// network.
+    ///
+    /// # Errors
+    /// [`JournalError::InvalidArgument`] for a malformed connection string or schema name,
+    /// [`JournalError::UnsupportedSchema`] for a schema stamped by a newer build (nothing is
+    /// written), [`JournalError::Io`] when the server cannot be reached.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self> {
+        let quoted = quoted_schema(&options.schema)?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            JournalError::InvalidArgument(format!("postgres connection string: {e}"))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("agentsessions-journal");
+        }
+        let target = Arc::new(Target::new(config, quoted));
+        let mut client = target.open().await?;
+        schema::migrate(
+            &mut client,
+            &options.schema,
+            &target.schema,
+            Timestamp::now().unix_nanos(),
+        )
+        .await
+        .map_err(DbError::into_read_error)?;
+        drop(client);
+
+        let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
+        let queue = Arc::new(Mutex::new(rx));
+        let mut writers = Vec::with_capacity(options.writers.max(1));
+        for _ in 0..options.writers.max(1) {
+            let conn = target.connect().await?;
+            let writer = Writer::new(
+                Arc::clone(&target),
+                Some(conn),
+                options.default_project.clone(),
+                options.max_batch,
+            );
+            writers.push(tokio::spawn(writer.run(Arc::clone(&queue))));
+        }
+        let first_reader = target.connect().await?;
+        Ok(Self {
+            pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
+            target,
+            writer: tx,
+            writers,
+            default_project: options.default_project,
+        })
+    }
+
+    /// Stops accepting writes, lets the writers commit and acknowledge everything queued, and
+    /// waits for them.
+    pub async fn close(self) {
+        drop(self.writer);
+        for handle in self.writers {
+            // A writer that panicked has dropped its callers' acks; they already see `Closed`.
+            drop(handle.await);
+        }
+    }
+
+    /// The schema this journal uses, quoted.
+    pub fn schema(&self) -> &str {
+        &self.target.schema
+    }
+
+    async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
+        let (ack, done) = oneshot::channel();
+        self.writer
+            .send(make(ack))
+            .await
+            .map_err(|_| JournalError::Closed)?;
+        done.await.map_err(|_| JournalError::Closed)?
+    }
+}
+
+async fn read_records(
+    conn: &Conn,
+    session: &str,
+    from: i64,
+    to: i64,
+) -> std::result::Result<Vec<LogRecord>, DbError> {
+    let rows = conn
+        .client
+        .query(&conn.st.read, &[&session, &from, &to])
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let seq: i64 = row.try_get(0)?;
+        let blob: &[u8] = row.try_get(4)?;
+        out.push(LogRecord {
+            seq,
+            prev_hash: row.try_get(1)?,
+            hash: row.try_get(2)?,
+            fence: row.try_get(3)?,
+            event: decode_event(session, seq, blob)?,
+        });
+    }
+    Ok(out)
+}
+
+fn session_info_of(row: &tokio_postgres::Row) -> std::result::Result<SessionInfo, DbError> {
+    let last_seq: i64 = row.try_get(15)?;
+    Ok(StoredSession::from_row(row)?.into_info(last_seq)?)
+}
+
+/// Runs `$body` inside a transaction that holds the registry tables against other writers
+/// (reads go on), so a registration's read and write, or a reservation's check and insert,
+/// are atomic across hosts.
+macro_rules! registry_tx {
+    ($journal:expr, |$conn:ident| $body:expr) => {
+        with_conn!($journal.pool, |$conn| {
+            $conn.in_transaction(true);
+            $conn.client.execute(&$conn.st.begin, &[]).await?;
+            let out: std::result::Result<_, DbError> = async {
+                $conn
+                    .client
+                    .batch_execute(&schema::in_schema(
+                        "LOCK TABLE {s}.harnesses, {s}.reserved_harness_names \
+                         IN SHARE ROW EXCLUSIVE MODE",
+                        &$journal.target.schema,
+                    ))
+                    .await?;
+                $body
+            }
+            .await;
+            match out {
+                Ok(v) => {
+                    $conn.client.execute(&$conn.st.commit, &[]).await?;
+                    $conn.in_transaction(false);
+                    Ok(v)
+                }
+                Err(e) => {
+                    $conn.client.batch_execute("ROLLBACK").await?;
+                    $conn.in_transaction(false);
+                    Err(e)
+                }
+            }
+        })
+    };
+}
+
+async fn load_harness(conn: &Conn, name: &str) -> std::result::Result<Option<HarnessRow>, DbError> {
+    match conn
+        .client
+        .query_opt(&conn.st.get_harness, &[&name])
+        .await?
+    {
+        Some(row) => Ok(Some(codec::harness_from_row(&row)?)),
+        None => Ok(None),
+    }
+}
+
+async fn store_harness(conn: &Conn, h: &HarnessRow) -> std::result::Result<(), DbError> {
+    conn.client
+        .execute(
+            &conn.st.store_harness,
+            &[
+                &h.name,
+                &h.uid,
+                &h.spec,
+                &h.spec_digest,
+                &codec::harness_state_str(h.state),
+                &h.retire_reason,
+                &h.retired_at.map_or(0, Timestamp::unix_nanos),
+                &h.created_at.unix_nanos(),
+                &h.updated_at.unix_nanos(),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn is_reserved(conn: &Conn, name: &str) -> std::result::Result<bool, DbError> {
+    Ok(conn
+        .client
+        .query_one(&conn.st.is_reserved, &[&name])
+        .await?
+        .try_get(0)?)
+}
+
+#[async_trait]
+impl Journal for PostgresJournal {
+    async fn append_batch(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        rules::check_session_uid(session)?;
+        let events = events
+            .into_iter()
+            .map(PreparedEvent::new)
+            .collect::<Result<Vec<_>>>()?;
+        self.send(|ack| Command::Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence,
+            events,
+            ack,
+        })
+        .await
+    }
+
+    async fn new_fence(&self, session: &str) -> Result<i64> {
+        rules::check_session_uid(session)?;
+        self.send(|ack| Command::NewFence {
+            session: session.to_owned(),
+            ack,
+        })
+        .await
+    }
+
+    async fn head(&self, session: &str) -> Result<i64> {
+        with_conn!(self.pool, |c| Ok(c
+            .client
+            .query_one(&c.st.head, &[&session])
+            .await?
+            .try_get(0)?))
+    }
+
+    async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
+        let (from, to) = rules::read_window(from, to)?;
+        with_conn!(self.pool, |c| read_records(c, session, from, to).await)
+    }
+
+    async fn put_session(&self, row: SessionRow) -> Result<()> {
+        rules::check_session_uid(&row.uid)?;
+        let row = Box::new(EncodedRow::new(row)?);
+        self.send(|ack| Command::PutSession { row, ack }).await
+    }
+
+    async fn session_info(&self, uid: &str) -> Result<SessionInfo> {
+        with_conn!(self.pool, |c| {
+            match c.client.query_opt(&c.st.session_info, &[&uid]).await? {
+                Some(row) => session_info_of(&row),
+                None => Err(JournalError::SessionNotFound(uid.to_owned()).into()),
+            }
+        })
+    }
+
+    async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
+        let cursor = PageCursor::decode(&query.page_token)?;
+        let size = query.effective_size();
+        let project = if query.project.is_empty() {
+            self.default_project.as_str()
+        } else {
+            query.project.as_str()
+        };
+        // The keyset predicate `created_at < t OR (created_at = t AND uid > u)` is written as
+        // `created_at <= t AND (created_at < t OR uid > u)` so the index seeks to `t`; the first
+        // page starts after (i64::MAX, ""), before every row (uids are never empty).
+        let (after_time, after_uid) = match &cursor {
+            Some(c) => (c.created_at_ns, c.uid.as_str()),
+            None => (i64::MAX, ""),
+        };
+        let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
+        with_conn!(self.pool, |c| {
+            let rows = c
+                .client
+                .query(
+                    &c.st.list_sessions,
+                    &[&project, &after_time, &after_uid, &limit],
+                )
+                .await?;
+            let mut sessions = rows
+                .iter()
+                .map(session_info_of)
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let more = sessions.len() > size;
+            sessions.truncate(size);
+            Ok(rules::page_of(sessions, more))
+        })
+    }
+
+    async fn register_harness(
+        &self,
+        name: &str,
+        spec: &str,
+        spec_digest: &str,
+    ) -> Result<(HarnessRow, RegisterOutcome)> {
+        let now = Timestamp::now();
+        registry_tx!(self, |c| {
+            let existing = load_harness(c, name).await?;
+            let reserved = is_reserved(c, name).await?;
+            let (row, outcome) =
+                rules::register_decision(existing, reserved, name, spec, spec_digest, now)?;
+            if outcome != RegisterOutcome::Unchanged {
+                store_harness(c, &row).await?;
+            }
+            Ok((row, outcome))
+        })
+    }
+
+    async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>> {
+        with_conn!(self.pool, |c| load_harness(c, name).await)
+    }
+
+    async fn list_harnesses(
+        &self,
+        after: &str,
+        limit: usize,
+        include_retired: bool,
+    ) -> Result<Vec<HarnessRow>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        with_conn!(self.pool, |c| {
+            let rows = c
+                .client
+                .query(&c.st.list_harnesses, &[&after, &include_retired, &limit])
+                .await?;
+            Ok(rows
+                .iter()
+                .map(codec::harness_from_row)
+                .collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn retire_harness(&self, name: &str, reason: &str) -> Result<HarnessRow> {
+        let now = Timestamp::now();
+        registry_tx!(self, |c| {
+            let mut row = load_harness(c, name)
+                .await?
+                .ok_or_else(|| JournalError::HarnessNotFound(name.to_owned()))?;
+            rules::retire(&mut row, reason, now);
+            store_harness(c, &row).await?;
+            Ok(row)
+        })
+    }
+
+    async fn reserve_harness_names(&self, names: &[String]) -> Result<()> {
+        let now = Timestamp::now().unix_nanos();
+        registry_tx!(self, |c| {
+            c.client.execute(&c.st.reserve, &[&names, &now]).await?;
+            Ok(())
+        })
+    }
+
+    async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
+        with_conn!(self.pool, |c| is_reserved(c, name).await)
+    }
+}

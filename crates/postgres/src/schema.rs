@@ -1,0 +1,146 @@
+//! The journal's tables in their Postgres schema, the version stamp and the migration ladder.
+//!
+//! The layout is the SQLite one of semantics §1.5 with Postgres types (`BIGINT` for integers,
+//! `BYTEA` for the event blob), so the same auditing queries work on both. Keys and names that
+//! are ordered (session uids, harness names) use the `"C"` collation: listing and keyset paging
+//! compare them byte-wise, as every other backend does, whatever the database's locale.
+//!
+//! The stamp lives in `schema_version` (one row). A database stamped negative or newer than this
+//! build is refused with [`JournalError::UnsupportedSchema`] before anything is written; a
+//! fresh schema gets the DDL and the stamp in one transaction, under an advisory lock so hosts
+//! starting together migrate once.
+
+use agentsessions_journal::JournalError;
+use tokio_postgres::Client;
+
+use crate::failure::DbError;
+
+/// The schema version this build writes (and the newest it opens). Postgres layouts are
+/// versioned on their own, starting at 1; the SQLite stamp is a separate ladder.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1: the sessions, events and harness registry tables of semantics §1.5 (SQLite v2).
+/// No Postgres layout predates the registry, so SQLite's v1 → v2 rung (reserving the harness
+/// names that sessions already use) has nothing to do here.
+const V1_DDL: &str = r#"
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.schema_version (
+    id          SMALLINT PRIMARY KEY CHECK (id = 1),
+    version     BIGINT NOT NULL,
+    migrated_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.sessions (
+    session       TEXT COLLATE "C" PRIMARY KEY,
+    fence         BIGINT NOT NULL DEFAULT 0,
+    project       TEXT NOT NULL DEFAULT '',
+    name          TEXT NOT NULL DEFAULT '',
+    harness       TEXT NOT NULL DEFAULT '',
+    model         TEXT NOT NULL DEFAULT '',
+    parent_uid    TEXT NOT NULL DEFAULT '',
+    fork_seq      BIGINT NOT NULL DEFAULT 0,
+    compute_state TEXT NOT NULL DEFAULT '',
+    created_at    BIGINT NOT NULL DEFAULT 0,
+    updated_at    BIGINT NOT NULL DEFAULT 0,
+    labels        TEXT NOT NULL DEFAULT '',
+    annotations   TEXT NOT NULL DEFAULT '',
+    origin        TEXT NOT NULL DEFAULT '',
+    identity      TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS {s}.events (
+    session   TEXT COLLATE "C" NOT NULL,
+    seq       BIGINT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL,
+    fence     BIGINT NOT NULL,
+    event     BYTEA NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE INDEX IF NOT EXISTS sessions_project_created
+    ON {s}.sessions (project, created_at DESC, session);
+CREATE TABLE IF NOT EXISTS {s}.harnesses (
+    name          TEXT COLLATE "C" PRIMARY KEY,
+    uid           TEXT NOT NULL,
+    spec          TEXT NOT NULL,
+    spec_digest   TEXT NOT NULL,
+    state         TEXT NOT NULL,
+    retire_reason TEXT NOT NULL DEFAULT '',
+    retired_at    BIGINT NOT NULL DEFAULT 0,
+    created_at    BIGINT NOT NULL,
+    updated_at    BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.reserved_harness_names (
+    name        TEXT COLLATE "C" PRIMARY KEY,
+    reserved_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_harness ON {s}.sessions (harness);
+"#;
+
+/// Substitutes the quoted schema name into a statement template.
+pub(crate) fn in_schema(template: &str, quoted_schema: &str) -> String {
+    template.replace("{s}", quoted_schema)
+}
+
+/// The stamp as stored; 0 when the schema or its stamp does not exist yet.
+pub(crate) async fn stamp(client: &Client, quoted_schema: &str) -> Result<i64, DbError> {
+    let table = format!("{quoted_schema}.schema_version");
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_opt(&format!("SELECT version FROM {table} WHERE id = 1"), &[])
+        .await?;
+    Ok(match row {
+        Some(row) => row.try_get(0)?,
+        None => 0,
+    })
+}
+
+/// Refuses a stamp outside `0..=SCHEMA_VERSION`.
+pub(crate) fn check_version(found: i64) -> Result<i64, JournalError> {
+    if !(0..=SCHEMA_VERSION).contains(&found) {
+        return Err(JournalError::UnsupportedSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
+}
+
+/// Checks the stamp and migrates to [`SCHEMA_VERSION`] in one transaction. A refused database is
+/// left exactly as it was: the transaction is rolled back before any DDL runs.
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: &str,
+    quoted_schema: &str,
+    now_ns: i64,
+) -> Result<(), DbError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&format!("agentsessions journal migration {schema}")],
+    )
+    .await?;
+    // Read under the lock: another host may have migrated while this one waited.
+    let version = check_version(stamp(tx.client(), quoted_schema).await?)?;
+    if version < 1 {
+        tx.batch_execute(&in_schema(V1_DDL, quoted_schema)).await?;
+    }
+    if version < SCHEMA_VERSION {
+        tx.execute(
+            &in_schema(
+                "INSERT INTO {s}.schema_version (id, version, migrated_at) VALUES (1, $1, $2)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version,
+                                                migrated_at = excluded.migrated_at",
+                quoted_schema,
+            ),
+            &[&SCHEMA_VERSION, &now_ns],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}

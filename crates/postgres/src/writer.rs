@@ -1,0 +1,659 @@
+//! The writer tasks: group commit of appends, fence mints and metadata writes.
+//!
+//! Callers send commands over one bounded channel. Each writer task (one connection each) takes
+//! a command, drains what else is queued (up to `max_batch`) and runs the lot as one transaction,
+//! so many sessions share one commit flush. Every caller is acknowledged only after COMMIT
+//! returned; a failed transaction fails every caller in it, so nothing is half-durable.
+//!
+//! One transaction is two round trips, each a pipeline of statements:
+//!
+//! ```text
+//!  1. BEGIN · read the stamp · create missing session rows (sorted)
+//!     · lock the batch's session rows (SELECT … ORDER BY session FOR UPDATE) · read their heads
+//!     -- decide every command in memory: CAS, fence, seq/prev_hash/hash, projection --
+//!  2. insert events · write back changed session rows · drop rows no command used · COMMIT
+//! ```
+//!
+//! Correctness across hosts comes from the row lock: an append and a fence mint on a session
+//! both hold its `sessions` row for the rest of their transaction, and the heads are read by a
+//! statement that starts after the lock is granted (READ COMMITTED takes a fresh snapshot per
+//! statement), so they are exact. Locks are taken in one order (sorted uids) by every host, so
+//! batches do not deadlock; should the server still report a deadlock, or should the
+//! `(session, seq)` key refuse a duplicate, the batch is re-run from the start with fresh reads,
+//! and a lost seq then surfaces as the CAS `Conflict` of semantics §1.4 step 4.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsessions_api::{ComputeState, Timestamp};
+use agentsessions_journal::chain::PreparedEvent;
+use agentsessions_journal::projection::project_compute_state;
+use agentsessions_journal::{JournalError, LogRecord, Result};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::codec::{EncodedRow, StoredSession};
+use crate::connection::{Conn, Target};
+use crate::failure::{commit_failed, connection_lost, outcome_unknown, rerun_batch};
+use crate::rules;
+use crate::schema::SCHEMA_VERSION;
+
+/// Runs of one batch before its callers are failed (deadlock, duplicate key, lost connection).
+const MAX_ATTEMPTS: u32 = 4;
+
+type Ack<T> = oneshot::Sender<Result<T>>;
+
+/// A write the writer tasks perform.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Append {
+        session: String,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<PreparedEvent>,
+        ack: Ack<Vec<LogRecord>>,
+    },
+    NewFence {
+        session: String,
+        ack: Ack<i64>,
+    },
+    PutSession {
+        row: Box<EncodedRow>,
+        ack: Ack<()>,
+    },
+}
+
+impl Command {
+    fn fail(self, err: JournalError) {
+        // A caller that stopped waiting has nothing to be told.
+        match self {
+            Self::Append { ack, .. } => drop(ack.send(Err(err))),
+            Self::NewFence { ack, .. } => drop(ack.send(Err(err))),
+            Self::PutSession { ack, .. } => drop(ack.send(Err(err))),
+        }
+    }
+}
+
+/// What one command did inside a batch, before the batch commits.
+#[derive(Debug)]
+enum Outcome {
+    /// The appended records' envelopes `(seq, prev_hash, hash)`, in order.
+    Appended(Vec<(i64, String, String)>),
+    Fence(i64),
+    Put,
+    Refused(JournalError),
+}
+
+/// Why a batch did not commit.
+#[derive(Debug)]
+enum BatchError {
+    /// The schema stamp is no longer this build's (a newer build migrated the database):
+    /// nothing is written and every caller is refused.
+    StampMoved { found: i64 },
+    /// Postgres failed; `commit_sent` says whether COMMIT may have reached the server.
+    Db {
+        err: tokio_postgres::Error,
+        commit_sent: bool,
+    },
+}
+
+impl From<tokio_postgres::Error> for BatchError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        Self::Db {
+            err,
+            commit_sent: false,
+        }
+    }
+}
+
+/// A `sessions` row locked by the batch.
+#[derive(Debug)]
+struct Slot {
+    row: StoredSession,
+    /// Created by this batch's first round.
+    created: bool,
+    /// Some command wrote it; a created row no command used is deleted again, so a refused
+    /// append leaves no trace.
+    used: bool,
+    changed: bool,
+}
+
+/// One writer task's state: its connection (reopened after a loss) and its settings.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    target: Arc<Target>,
+    conn: Option<Conn>,
+    default_project: String,
+    max_batch: usize,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        target: Arc<Target>,
+        conn: Option<Conn>,
+        default_project: String,
+        max_batch: usize,
+    ) -> Self {
+        Self {
+            target,
+            conn,
+            default_project,
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    /// Takes batches from the shared queue until every sender is gone. The queue's lock is held
+    /// only while a batch is gathered, so the other writers gather and commit meanwhile.
+    pub(crate) async fn run(mut self, queue: Arc<Mutex<mpsc::Receiver<Command>>>) {
+        let mut commands = Vec::with_capacity(self.max_batch);
+        loop {
+            {
+                let mut rx = queue.lock().await;
+                let Some(first) = rx.recv().await else {
+                    break;
+                };
+                commands.push(first);
+                while commands.len() < self.max_batch {
+                    match rx.try_recv() {
+                        Ok(cmd) => commands.push(cmd),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.commit(std::mem::take(&mut commands)).await;
+        }
+    }
+
+    /// Commits one batch, re-running it when a re-run can succeed, and acknowledges every
+    /// caller in it.
+    async fn commit(&mut self, commands: Vec<Command>) {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let conn = match self.conn.take() {
+                Some(conn) if !conn.client.is_closed() => conn,
+                _ => match self.target.connect().await {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        for cmd in commands {
+                            cmd.fail(unconnected(&e));
+                        }
+                        return;
+                    }
+                },
+            };
+            let now = Timestamp::now().unix_nanos();
+            let result = run_batch(&conn, &commands, now, &self.default_project).await;
+            let lost = match &result {
+                Err(BatchError::Db { err, .. }) => connection_lost(err),
+                _ => false,
+            };
+            if result.is_err() && !lost {
+                // Leave the connection outside any transaction; should this fail, the next
+                // batch's BEGIN reports it.
+                drop(conn.client.batch_execute("ROLLBACK").await);
+            }
+            if !lost {
+                self.conn = Some(conn);
+            }
+            match result {
+                Ok(outcomes) => {
+                    acknowledge(commands, outcomes);
+                    return;
+                }
+                Err(BatchError::StampMoved { found }) => {
+                    for cmd in commands {
+                        cmd.fail(JournalError::UnsupportedSchema {
+                            found,
+                            supported: SCHEMA_VERSION,
+                        });
+                    }
+                    return;
+                }
+                Err(BatchError::Db { err, commit_sent }) => {
+                    if lost && commit_sent {
+                        for cmd in commands {
+                            cmd.fail(outcome_unknown(&err));
+                        }
+                        return;
+                    }
+                    if attempt < MAX_ATTEMPTS && (lost || rerun_batch(&err)) {
+                        tracing::debug!(error = %err, attempt, "journal batch re-run");
+                        if lost {
+                            tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+                        }
+                        continue;
+                    }
+                    for cmd in commands {
+                        cmd.fail(commit_failed(&err));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Each caller's error when the writer cannot open a connection: the schema refusal as it is,
+/// anything else as a retryable failed commit (nothing was sent).
+fn unconnected(e: &JournalError) -> JournalError {
+    match e {
+        JournalError::UnsupportedSchema { found, supported } => JournalError::UnsupportedSchema {
+            found: *found,
+            supported: *supported,
+        },
+        other => JournalError::CommitFailed {
+            reason: format!("the journal writer has no connection: {other}"),
+            retryable: true,
+        },
+    }
+}
+
+/// Sends every caller its result after the batch committed.
+fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
+    for (cmd, outcome) in commands.into_iter().zip(outcomes) {
+        match (cmd, outcome) {
+            (
+                Command::Append {
+                    events, fence, ack, ..
+                },
+                Outcome::Appended(envelopes),
+            ) => {
+                let records = events
+                    .into_iter()
+                    .zip(envelopes)
+                    .map(|(p, (seq, prev_hash, hash))| LogRecord {
+                        seq,
+                        prev_hash,
+                        hash,
+                        fence,
+                        event: p.event,
+                    })
+                    .collect();
+                drop(ack.send(Ok(records)));
+            }
+            (Command::NewFence { ack, .. }, Outcome::Fence(fence)) => drop(ack.send(Ok(fence))),
+            (Command::PutSession { ack, .. }, Outcome::Put) => drop(ack.send(Ok(()))),
+            (cmd, Outcome::Refused(err)) => cmd.fail(err),
+            (cmd, other) => cmd.fail(JournalError::InvalidArgument(format!(
+                "journal writer produced {other:?} for another command"
+            ))),
+        }
+    }
+}
+
+fn session_of(cmd: &Command) -> &str {
+    match cmd {
+        Command::Append { session, .. } | Command::NewFence { session, .. } => session,
+        Command::PutSession { row, .. } => &row.uid,
+    }
+}
+
+/// Runs one batch as one transaction; returns each command's outcome once COMMIT succeeded.
+async fn run_batch(
+    conn: &Conn,
+    commands: &[Command],
+    now: i64,
+    default_project: &str,
+) -> std::result::Result<Vec<Outcome>, BatchError> {
+    let (client, st) = (&conn.client, &conn.st);
+    // Sessions that need a row (anything that may write one), all sessions to lock, and the
+    // sessions whose head is needed; sorted, so every host locks in the same order.
+    let mut need_row = BTreeSet::new();
+    let mut lock = BTreeSet::new();
+    let mut want_head = BTreeSet::new();
+    for cmd in commands {
+        let session = session_of(cmd);
+        lock.insert(session);
+        match cmd {
+            Command::Append { events, .. } => {
+                want_head.insert(session);
+                if !events.is_empty() {
+                    need_row.insert(session);
+                }
+            }
+            Command::NewFence { .. } | Command::PutSession { .. } => {
+                need_row.insert(session);
+            }
+        }
+    }
+    let need_row: Vec<&str> = need_row.into_iter().collect();
+    let lock: Vec<&str> = lock.into_iter().collect();
+    let want_head: Vec<&str> = want_head.into_iter().collect();
+
+    // Round 1. The server runs pipelined statements in order, so the rows exist before the lock
+    // is asked for, and the heads are read by a statement that starts after the lock is held.
+    let (begun, stamp, created, locked, heads) = tokio::join!(
+        client.execute(&st.begin, &[]),
+        client.query_opt(&st.stamp, &[]),
+        async {
+            if need_row.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
+                .query(&st.insert_missing, &[&need_row, &default_project, &now])
+                .await
+        },
+        async { client.query(&st.lock_sessions, &[&lock]).await },
+        async {
+            if want_head.is_empty() {
+                return Ok(Vec::new());
+            }
+            client.query(&st.heads, &[&want_head]).await
+        },
+    );
+    begun?;
+    // The stamp decides before any other failure: a newer layout may be why the rest failed.
+    let found = match stamp? {
+        Some(row) => row.try_get::<_, i64>(0)?,
+        None => 0,
+    };
+    if found != SCHEMA_VERSION {
+        return Err(BatchError::StampMoved { found });
+    }
+    let created: BTreeSet<String> = created?
+        .iter()
+        .map(|r| r.try_get::<_, String>(0))
+        .collect::<std::result::Result<_, _>>()?;
+    let (locked, heads) = (locked?, heads?);
+    let mut slots: HashMap<String, Slot> = HashMap::with_capacity(locked.len());
+    for row in &locked {
+        let row = StoredSession::from_row(row)?;
+        slots.insert(
+            row.session.clone(),
+            Slot {
+                created: created.contains(&row.session),
+                row,
+                used: false,
+                changed: false,
+            },
+        );
+    }
+    let mut heads: HashMap<String, (i64, String)> = heads
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
+        .collect::<std::result::Result<_, tokio_postgres::Error>>()?;
+
+    // Decide every command in order, as a single writer would.
+    let mut events = EventColumns::default();
+    let outcomes: Vec<Outcome> = commands
+        .iter()
+        .map(|cmd| {
+            apply(
+                cmd,
+                &mut slots,
+                &mut heads,
+                &mut events,
+                now,
+                default_project,
+            )
+        })
+        .collect();
+
+    // Round 2.
+    let mut rows = SessionColumns::default();
+    let mut unused = Vec::new();
+    let mut sessions: Vec<&Slot> = slots.values().collect();
+    sessions.sort_by(|a, b| a.row.session.cmp(&b.row.session));
+    for slot in sessions {
+        if slot.created && !slot.used {
+            unused.push(slot.row.session.as_str());
+        } else if slot.changed {
+            rows.push(&slot.row);
+        }
+    }
+    let (inserted, updated, deleted, committed) = tokio::join!(
+        async {
+            if events.session.is_empty() {
+                return Ok(0);
+            }
+            client
+                .execute(
+                    &st.insert_events,
+                    &[
+                        &events.session,
+                        &events.seq,
+                        &events.prev_hash,
+                        &events.hash,
+                        &events.fence,
+                        &events.blob,
+                    ],
+                )
+                .await
+        },
+        async {
+            if rows.session.is_empty() {
+                return Ok(0);
+            }
+            client
+                .execute(
+                    &st.update_sessions,
+                    &[
+                        &rows.session,
+                        &rows.fence,
+                        &rows.project,
+                        &rows.name,
+                        &rows.harness,
+                        &rows.model,
+                        &rows.parent_uid,
+                        &rows.fork_seq,
+                        &rows.compute_state,
+                        &rows.created_at,
+                        &rows.updated_at,
+                        &rows.labels,
+                        &rows.annotations,
+                        &rows.origin,
+                        &rows.identity,
+                    ],
+                )
+                .await
+        },
+        async {
+            if unused.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&st.delete_sessions, &[&unused]).await
+        },
+        client.execute(&st.commit, &[]),
+    );
+    // COMMIT went out with the writes, so a lost connection leaves the outcome unknown. A
+    // statement that failed otherwise aborted the transaction, and Postgres answers the COMMIT
+    // after it with a rollback: nothing of the batch is stored.
+    let results = [inserted, updated, deleted, committed];
+    let lost = results
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .any(connection_lost);
+    for result in results {
+        result.map_err(|err| BatchError::Db {
+            err,
+            commit_sent: lost,
+        })?;
+    }
+    Ok(outcomes)
+}
+
+/// Applies one command to the locked rows and heads in memory.
+fn apply<'a>(
+    cmd: &'a Command,
+    slots: &mut HashMap<String, Slot>,
+    heads: &mut HashMap<String, (i64, String)>,
+    events: &mut EventColumns<'a>,
+    now: i64,
+    default_project: &str,
+) -> Outcome {
+    let session = session_of(cmd);
+    let missing_row = || {
+        Outcome::Refused(JournalError::CommitFailed {
+            reason: format!("session {session}'s row vanished inside its transaction"),
+            retryable: true,
+        })
+    };
+    match cmd {
+        Command::Append {
+            expected_last_seq,
+            fence,
+            events: prepared,
+            ..
+        } => {
+            let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
+            let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
+            if let Err(e) =
+                rules::check_append(session, *expected_last_seq, seq, *fence, current_fence)
+            {
+                return Outcome::Refused(e);
+            }
+            if prepared.is_empty() {
+                return Outcome::Appended(Vec::new());
+            }
+            let Some(slot) = slots.get_mut(session) else {
+                return missing_row();
+            };
+            let mut state = slot.row.compute();
+            let mut envelopes = Vec::with_capacity(prepared.len());
+            for p in prepared {
+                seq += 1;
+                let hash = p.hash_at(&prev_hash, seq);
+                events.push(session, seq, &prev_hash, &hash, *fence, &p.blob);
+                state = project_compute_state(state, &p.event);
+                envelopes.push((seq, std::mem::replace(&mut prev_hash, hash.clone()), hash));
+            }
+            heads.insert(session.to_owned(), (seq, prev_hash));
+            touch(slot, now, default_project);
+            slot.row.compute_state = state.as_str().to_owned();
+            Outcome::Appended(envelopes)
+        }
+        Command::NewFence { .. } => {
+            let Some(slot) = slots.get_mut(session) else {
+                return missing_row();
+            };
+            slot.row.fence += 1;
+            touch(slot, now, default_project);
+            Outcome::Fence(slot.row.fence)
+        }
+        Command::PutSession { row, .. } => {
+            let Some(slot) = slots.get_mut(session) else {
+                return missing_row();
+            };
+            let stored = &mut slot.row;
+            stored.project = if row.project.is_empty() {
+                default_project.to_owned()
+            } else {
+                row.project.clone()
+            };
+            stored.name.clone_from(&row.name);
+            stored.harness.clone_from(&row.harness);
+            stored.model.clone_from(&row.model);
+            stored.parent_uid.clone_from(&row.parent_uid);
+            stored.fork_seq = row.fork_seq;
+            stored.labels.clone_from(&row.labels);
+            stored.annotations.clone_from(&row.annotations);
+            stored.origin.clone_from(&row.origin);
+            stored.identity.clone_from(&row.identity);
+            stored.created_at = match row.created_at {
+                Some(t) => t,
+                None if stored.created_at == 0 => now,
+                None => stored.created_at,
+            };
+            if stored.compute_state.is_empty() {
+                ComputeState::None
+                    .as_str()
+                    .clone_into(&mut stored.compute_state);
+            }
+            stored.updated_at = now;
+            slot.used = true;
+            slot.changed = true;
+            Outcome::Put
+        }
+    }
+}
+
+/// The log moved or a fence was minted: bump the update time and fill what a row created by
+/// an older writer may lack.
+fn touch(slot: &mut Slot, now: i64, default_project: &str) {
+    let row = &mut slot.row;
+    row.updated_at = now;
+    if row.project.is_empty() {
+        default_project.clone_into(&mut row.project);
+    }
+    if row.created_at == 0 {
+        row.created_at = now;
+    }
+    if row.compute_state.is_empty() {
+        ComputeState::None
+            .as_str()
+            .clone_into(&mut row.compute_state);
+    }
+    slot.used = true;
+    slot.changed = true;
+}
+
+/// The `events` rows of a batch as column arrays for one `unnest` insert.
+#[derive(Debug, Default)]
+struct EventColumns<'a> {
+    session: Vec<&'a str>,
+    seq: Vec<i64>,
+    prev_hash: Vec<String>,
+    hash: Vec<String>,
+    fence: Vec<i64>,
+    blob: Vec<&'a [u8]>,
+}
+
+impl<'a> EventColumns<'a> {
+    fn push(
+        &mut self,
+        session: &'a str,
+        seq: i64,
+        prev: &str,
+        hash: &str,
+        fence: i64,
+        blob: &'a [u8],
+    ) {
+        self.session.push(session);
+        self.seq.push(seq);
+        self.prev_hash.push(prev.to_owned());
+        self.hash.push(hash.to_owned());
+        self.fence.push(fence);
+        self.blob.push(blob);
+    }
+}
+
+/// Changed `sessions` rows as column arrays for one `unnest` update.
+#[derive(Debug, Default)]
+struct SessionColumns<'a> {
+    session: Vec<&'a str>,
+    fence: Vec<i64>,
+    project: Vec<&'a str>,
+    name: Vec<&'a str>,
+    harness: Vec<&'a str>,
+    model: Vec<&'a str>,
+    parent_uid: Vec<&'a str>,
+    fork_seq: Vec<i64>,
+    compute_state: Vec<&'a str>,
+    created_at: Vec<i64>,
+    updated_at: Vec<i64>,
+    labels: Vec<&'a str>,
+    annotations: Vec<&'a str>,
+    origin: Vec<&'a str>,
+    identity: Vec<&'a str>,
+}
+
+impl<'a> SessionColumns<'a> {
+    fn push(&mut self, row: &'a StoredSession) {
+        self.session.push(&row.session);
+        self.fence.push(row.fence);
+        self.project.push(&row.project);
+        self.name.push(&row.name);
+        self.harness.push(&row.harness);
+        self.model.push(&row.model);
+        self.parent_uid.push(&row.parent_uid);
+        self.fork_seq.push(row.fork_seq);
+        self.compute_state.push(&row.compute_state);
+        self.created_at.push(row.created_at);
+        self.updated_at.push(row.updated_at);
+        self.labels.push(&row.labels);
+        self.annotations.push(&row.annotations);
+        self.origin.push(&row.origin);
+        self.identity.push(&row.identity);
+    }
+}
