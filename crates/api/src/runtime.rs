@@ -276,6 +276,21 @@ pub trait Runtime: Send + Sync {
     }
 }
 
+/// Turns an [`Incarnation`]'s address into a [`Harness`](crate::Harness) the controller can
+/// drive. The runtime decides where a harness lives; the dialer knows how to reach it (a unix
+/// socket or TCP address over `Harness.Connect`, or a harness hosted in this process). Keeping
+/// the two apart lets placement stay ignorant of transports.
+#[async_trait]
+pub trait HarnessDialer: Send + Sync {
+    /// A harness handle for `incarnation`, honouring its [`Incarnation::call_metadata`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::ApiError::Status`] (UNAVAILABLE) when nothing answers at the address, and
+    /// INVALID_ARGUMENT for an address this dialer cannot parse.
+    async fn dial(&self, incarnation: &Incarnation) -> Result<Arc<dyn crate::Harness>>;
+}
+
 /// Optional extension of [`Runtime`] for a backend that sets [`Incarnation::compute_instance`]
 /// (reached through [`Runtime::as_instance_restorer`]).
 #[async_trait]
