@@ -617,6 +617,89 @@ pub async fn tool_request_changes_fail_replay_and_recovery(t: &dyn Transport) {
     assert_eq!(tool.attempts(), 0);
 }
 
+/// 7 — language-neutral integrity: an independent verifier in another language (Python, standard
+/// library only, `tools/verify_chain.py`) matches the published golden vectors and recomputes
+/// every hash and link of a journal this implementation wrote; a one-byte edit makes it fail.
+/// Skipped (with a note) when `python3` is not installed.
+pub async fn integrity_cross_language(t: &dyn Transport) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let verifier = root.join("tools/verify_chain.py");
+    let python = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new("python3")
+            .arg(&verifier)
+            .args(args)
+            .output()
+    };
+    let Ok(probe) = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    assert!(probe.status.success());
+
+    let golden = root.join("../shared/testdata/golden/content_hash_vectors.json");
+    let out = python(&["golden".as_ref(), golden.as_os_str()]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.starts_with("OK:"), "{text}");
+
+    // A journal with numbers JCS must format the ECMAScript way, non-ASCII text and keys that
+    // sort differently by UTF-16 than by bytes.
+    let store = Store::new();
+    let journal = store.open();
+    let mut args = serde_json::Map::new();
+    for (key, value) in [
+        ("tiny", serde_json::json!(1e-7)),
+        ("huge", serde_json::json!(1e21)),
+        ("tenth", serde_json::json!(0.1)),
+        ("whole", serde_json::json!(42)),
+        ("\u{e9}t\u{e9}", serde_json::json!("caf\u{e9} \u{1f600}")),
+        ("\u{ff61}", serde_json::json!(-0.000_001)),
+        ("\u{1f600}", serde_json::json!([1.5, "x", null, true])),
+    ] {
+        args.insert(key.into(), value);
+    }
+    let call = ToolCall {
+        id: "t1".into(),
+        tool: "charge".into(),
+        args: Some(args),
+        mediation: Mediation::ControllerMediated,
+        idempotency_key: "k1".into(),
+    };
+    controller(
+        &journal,
+        t.attach(Arc::new(ToolHarness::with_call(call))).await,
+        random(),
+    )
+    .with_tools(Arc::new(IdempotentTool::default()))
+    .exec(exec("go \u{2014} \u{fc}ber", Some(0)))
+    .await
+    .unwrap();
+    let head = journal.head(SESSION).await.unwrap();
+    controller(&journal, echo(t).await, random())
+        .exec(exec("second \"turn\"", Some(head)))
+        .await
+        .unwrap();
+    let all = records(&journal, SESSION).await;
+    let bundle = agentsessions_journal::audit::audit_json(SESSION, &all).unwrap();
+    let path = store.path().with_extension("audit.json");
+    std::fs::write(&path, &bundle).unwrap();
+    let out = python(&["audit".as_ref(), path.as_os_str()]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.starts_with("OK:"), "{text}");
+    assert!(text.contains(&format!("{} records", all.len())), "{text}");
+
+    // The verifier is not a rubber stamp: change one character of the input text.
+    let tampered = bundle.replacen("second", "sekond", 1);
+    assert_ne!(tampered, bundle);
+    std::fs::write(&path, tampered).unwrap();
+    let out = python(&["audit".as_ref(), path.as_os_str()]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("content hash mismatch"), "{text}");
+}
+
 /// Every check, by name, for the suite macro.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -628,6 +711,7 @@ macro_rules! conformance_suite {
             crash_after_usage_does_not_duplicate_accounting,
             fork_equivalence,
             single_writer,
+            integrity_cross_language,
             crash_mid_tool_call_at_most_once,
             controller_mediated_tool_requires_key,
             unmediated_tool_call_rejected,

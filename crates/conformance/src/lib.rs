@@ -16,4 +16,4 @@ pub mod checks;
 pub mod fixtures;
 pub mod transport;
 
-pub use transport::{InProcess, Transport};
+pub use transport::{InProcess, Transport, Wire};

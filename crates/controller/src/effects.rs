@@ -14,9 +14,6 @@ use agentsessions_journal::LogRecord;
 use agentsessions_wire::{content_hash, pb};
 use serde_json::Value;
 
-/// Largest integer a float64 (the wire's only number type) holds exactly.
-const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
-
 /// The effects of one execution, with a cursor.
 #[derive(Debug, Default)]
 pub struct Recorded {
@@ -421,37 +418,9 @@ pub fn match_tool_call(recorded: &ToolCall, emitted: &ToolCall) -> Result<(), St
 /// # Errors
 /// What cannot be represented.
 pub fn check_args(args: Option<&JsonObject>) -> Result<(), String> {
-    fn walk(value: &Value, path: &str) -> Result<(), String> {
-        match value {
-            Value::Number(n) => {
-                let safe = n.as_u64().is_none_or(|u| u <= MAX_SAFE_INTEGER)
-                    && n.as_i64()
-                        .is_none_or(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER)
-                    && n.as_f64().is_some_and(f64::is_finite);
-                if safe {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{path}: {n} is not exactly representable as a float64"
-                    ))
-                }
-            }
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, v)| walk(v, &format!("{path}[{i}]"))),
-            Value::Object(map) => map
-                .iter()
-                .try_for_each(|(k, v)| walk(v, &format!("{path}.{k}"))),
-            _ => Ok(()),
-        }
-    }
-    match args {
-        Some(map) => map
-            .iter()
-            .try_for_each(|(k, v)| walk(v, &format!("args.{k}"))),
-        None => Ok(()),
-    }
+    args.map_or(Ok(()), |map| {
+        agentsessions_wire::convert::check_struct_exact(map, "args")
+    })
 }
 
 /// Equality after a round trip through the wire form: numbers compare as float64, maps ignore

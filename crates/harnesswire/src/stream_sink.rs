@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use agentsessions_api::{
     ApiError, ApprovalRef, ApprovalResult, EventSink, Mediation, Message, ModelRequest,
-    ModelResponse, Result as ApiResult, ToolCall, ToolResult, ToolResultCode, Usage,
+    ModelResponse, Result as ApiResult, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
 };
 use agentsessions_wire::convert::model_call_from_request;
 use agentsessions_wire::pb;
@@ -277,6 +277,16 @@ impl EventSink for StreamSink {
                 missing: "a tool call id",
             }
             .into());
+        }
+        // A number the Struct form would round must fail here, before the call leaves the
+        // harness: the host would otherwise see (and run) a different call than the one made.
+        if let Some(args) = &call.args
+            && let Err(reason) = agentsessions_wire::convert::check_struct_exact(args, "args")
+        {
+            return Err(ApiError::status(
+                StatusCode::InvalidArgument,
+                format!("invalid tool arguments for call {:?}: {reason}", call.id),
+            ));
         }
         self.emit(
             pb::EventKind::EventToolCall,

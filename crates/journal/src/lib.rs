@@ -12,11 +12,13 @@
 //! - [`memory`]: [`MemoryJournal`], the reference semantics.
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`export`]: import and export of journals in the reference JSON format.
+//! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
 //!   the id formats and checks every backend shares.
 //! - `conformance` (feature `test-util`): the behavioral suite every backend runs.
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod chain;
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;

@@ -24,6 +24,47 @@ pub fn struct_to_pb(object: JsonObject) -> Struct {
     }
 }
 
+/// Largest integer a float64 holds exactly (2^53 - 1).
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Checks that `object` survives [`struct_to_pb`] unchanged: every number must be a finite
+/// float64 or an integer within ±(2^53 - 1). Tool arguments are checked with this before any
+/// effect, on both sides of `Harness.Connect`, so a rounded argument can never run a tool.
+///
+/// # Errors
+///
+/// The path of the first number that would change (`args.a[2]`) and why, for a person to read.
+pub fn check_struct_exact(object: &JsonObject, root: &str) -> std::result::Result<(), String> {
+    fn walk(value: &JsonValue, path: &str) -> std::result::Result<(), String> {
+        match value {
+            JsonValue::Number(n) => {
+                let exact = n.as_u64().is_none_or(|u| u <= MAX_SAFE_INTEGER)
+                    && n.as_i64()
+                        .is_none_or(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER)
+                    && n.as_f64().is_some_and(f64::is_finite);
+                if exact {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{path}: {n} is not exactly representable as a float64"
+                    ))
+                }
+            }
+            JsonValue::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| walk(v, &format!("{path}[{i}]"))),
+            JsonValue::Object(map) => map
+                .iter()
+                .try_for_each(|(k, v)| walk(v, &format!("{path}.{k}"))),
+            _ => Ok(()),
+        }
+    }
+    object
+        .iter()
+        .try_for_each(|(k, v)| walk(v, &format!("{root}.{k}")))
+}
+
 /// Converts a `google.protobuf.Struct` into a JSON object.
 ///
 /// A `Value` with no kind set reads as JSON `null`, as Go's `structpb` does.

@@ -68,7 +68,7 @@ mod session;
 pub use content::{approve_request_from_decision, identity_to_pb};
 pub use event::{timestamp_from_pb, timestamp_to_pb};
 pub use harness::{identity_context_from_pb, start_frame, start_from_pb};
-pub use json::{struct_from_pb, struct_to_pb};
+pub use json::{check_struct_exact, struct_from_pb, struct_to_pb};
 pub use model::{model_call_from_request, model_request_from_call, model_result_from_response};
 
 use crate::error::{Result, WireError};
