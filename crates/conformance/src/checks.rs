@@ -18,8 +18,8 @@ use agentsessions_model::{
 };
 
 use crate::fixtures::{
-    CountingEndpoint, DeltaCounter, FailingHarness, IdempotentTool, SESSION, Store, ToolHarness,
-    UsageHarness, assert_verifies, records, truncate_from, user,
+    ApprovalHarness, CountingEndpoint, DeltaCounter, FailingHarness, IdempotentTool, SESSION,
+    StartCapture, Store, ToolHarness, UsageHarness, assert_verifies, records, truncate_from, user,
 };
 use crate::transport::Transport;
 
@@ -700,6 +700,235 @@ pub async fn integrity_cross_language(t: &dyn Transport) {
     assert!(text.contains("content hash mismatch"), "{text}");
 }
 
+/// 23 — EXECUTION_START is the source of truth for a turn's Start (config bytes, cursor,
+/// inputs): a recovering host after a restart hands the interrupted turn exactly its live Start
+/// without calling the model again; replay hands every turn its live Start with zero model
+/// calls and an unchanged journal; fork children at a turn boundary and at the head replay the
+/// inherited Starts; every chain verifies.
+pub async fn execution_start_reopen_resume_replay_and_fork(t: &dyn Transport) {
+    let store = Store::new();
+    let model = random();
+    let turn0_config = vec![0x00, 0xff, 0x20, 0x0a, 0x09];
+    let turn1_config = b"  {\"config\":2} \r\n".to_vec();
+    let live = Arc::new(StartCapture::new(false));
+    let breaking = Arc::new(StartCapture::new(true));
+    let turn0_head = {
+        let journal = store.open();
+        controller(&journal, t.attach(live.clone()).await, model.clone())
+            .exec(ExecRequest {
+                inputs: vec![user("same")],
+                expected_last_seq: Some(0),
+                config: turn0_config.clone(),
+                resume_from_seq: 41,
+                ..ExecRequest::default()
+            })
+            .await
+            .unwrap();
+        let head = journal.head(SESSION).await.unwrap();
+        controller(&journal, t.attach(breaking.clone()).await, model.clone())
+            .exec(ExecRequest {
+                inputs: vec![user("same")],
+                expected_last_seq: Some(head),
+                config: turn1_config.clone(),
+                resume_from_seq: 42,
+                ..ExecRequest::default()
+            })
+            .await
+            .unwrap_err();
+        head
+    };
+    assert_eq!(model.calls(), 2);
+    let live_starts = [live.seen(), breaking.seen()].concat();
+    assert_eq!(live_starts.len(), 2);
+    assert_eq!(live_starts[0].config, turn0_config);
+    assert_eq!(live_starts[1].config, turn1_config);
+    assert_eq!((live_starts[0].cursor, live_starts[1].cursor), (41, 42));
+
+    // Restart: a new journal connection, a new controller, a fresh model.
+    let journal = store.open();
+    let recovering = Arc::new(StartCapture::new(false));
+    let fresh_model = random();
+    let outcome = controller(
+        &journal,
+        t.attach(recovering.clone()).await,
+        fresh_model.clone(),
+    )
+    .resume()
+    .await
+    .unwrap();
+    assert!(outcome.resumed);
+    assert_eq!(recovering.seen(), vec![live_starts[1].clone()]);
+    assert_eq!(fresh_model.calls(), 0);
+    assert_eq!(model.calls(), 2);
+
+    let before = records(&journal, SESSION).await;
+    let replaying = Arc::new(StartCapture::new(false));
+    let replay_model = random();
+    let report = controller(
+        &journal,
+        t.attach(replaying.clone()).await,
+        replay_model.clone(),
+    )
+    .replay()
+    .await
+    .unwrap();
+    let recorded = outputs(&before);
+    assert_eq!(recorded.len(), 4, "{recorded:?}");
+    assert_eq!(recorded[1], "continued");
+    assert_eq!(recorded[3], "continued");
+    assert_eq!(report.outputs, recorded);
+    assert_eq!(replaying.seen(), live_starts);
+    assert_eq!(replay_model.calls(), 0);
+    assert_eq!(records(&journal, SESSION).await, before);
+
+    // Fork children at the end of turn 0 and at the head replay their inherited Starts.
+    let head = journal.head(SESSION).await.unwrap();
+    for (child, at, starts) in [
+        ("child-turn0", turn0_head, &live_starts[..1]),
+        ("child-head", head, &live_starts[..]),
+    ] {
+        let prefix: Vec<LogRecord> = before.iter().filter(|r| r.seq <= at).cloned().collect();
+        export::load_records(journal.as_ref(), child, &prefix)
+            .await
+            .unwrap();
+        let capture = Arc::new(StartCapture::new(false));
+        let child_model = random();
+        Controller::new(
+            Arc::clone(&journal),
+            t.attach(capture.clone()).await,
+            child_model.clone(),
+            child,
+        )
+        .replay()
+        .await
+        .unwrap();
+        assert_eq!(capture.seen(), starts, "{child}");
+        assert_eq!(child_model.calls(), 0, "{child}");
+        assert_verifies(&journal, child).await;
+    }
+    assert_verifies(&journal, SESSION).await;
+}
+
+/// 26 — the approval gate end to end: a REQUIRES_APPROVAL call parks the turn with a durable
+/// APPROVAL_REQUEST and no effect; a committed decision lets a fresh host resume it; the
+/// harness receives a receipt naming the request and decision seqs with the code of the
+/// outcome (approved, denied, approved but the executor failed); the effect runs at most once
+/// and only when approved; replay serves the receipt and runs nothing.
+pub async fn approval_park_decision_receipt_replay(t: &dyn Transport) {
+    for (shape, approved, executor_fails) in [
+        ("approved", true, false),
+        ("denied", false, false),
+        ("approved, executor fails", true, true),
+    ] {
+        let store = Store::new();
+        let journal = store.open();
+        let tool = Arc::new(IdempotentTool::default());
+        let executor: Arc<dyn ToolExecutor> = if executor_fails {
+            Arc::new(InterruptedTool)
+        } else {
+            tool.clone()
+        };
+        let first = Arc::new(ApprovalHarness::default());
+        let err = controller(&journal, t.attach(first.clone()).await, random())
+            .with_tools(Arc::clone(&executor))
+            .exec(exec("pay", Some(0)))
+            .await
+            .unwrap_err();
+        let ControllerError::Parked(park) = err else {
+            panic!("{shape}: expected a park, got {err}")
+        };
+        let parked = records(&journal, SESSION).await;
+        let request = parked
+            .iter()
+            .find(|r| r.event.kind == EventKind::ApprovalRequest)
+            .unwrap();
+        assert_eq!(request.seq, park.request_seq, "{shape}");
+        assert_eq!(request.event.execution_id, park.execution_id, "{shape}");
+        assert_eq!(park.tool_call_id, "call", "{shape}");
+        for kind in [
+            EventKind::End,
+            EventKind::Error,
+            EventKind::ToolResult,
+            EventKind::Parked,
+        ] {
+            assert_eq!(count(&parked, kind), 0, "{shape}: {}", kind.as_str());
+        }
+        assert_eq!(tool.attempts(), 0, "{shape}");
+        assert!(first.receipts().is_empty(), "{shape}");
+
+        let decision = agentsessions_api::ApprovalDecision {
+            execution_id: park.execution_id.clone(),
+            tool_call_id: park.tool_call_id.clone(),
+            request_seq: park.request_seq,
+            approved,
+            reason: "reviewed".into(),
+            identity: agentsessions_api::IdentityRef::default(),
+        };
+        let committed = controller(&journal, echo(t).await, random())
+            .approve(&decision, agentsessions_api::Timestamp::now())
+            .await
+            .unwrap();
+        assert_eq!(committed.event.kind, EventKind::ApprovalResult, "{shape}");
+
+        // A fresh host (the decision minted a new fence; the resumer takes the newest).
+        let fence = journal.session_info(SESSION).await.unwrap().fence;
+        let resumed = Arc::new(ApprovalHarness::default());
+        let outcome = controller(&journal, t.attach(resumed.clone()).await, random())
+            .with_tools(Arc::clone(&executor))
+            .with_fence(fence)
+            .resume()
+            .await
+            .unwrap();
+        assert!(outcome.resumed, "{shape}");
+        let receipts = resumed.receipts();
+        assert_eq!(receipts.len(), 1, "{shape}");
+        let receipt = &receipts[0];
+        assert_eq!(receipt.id, "call", "{shape}");
+        assert_eq!(receipt.approval_request_seq, park.request_seq, "{shape}");
+        assert_eq!(receipt.approval_decision_seq, committed.seq, "{shape}");
+        let (code, is_error) = match (approved, executor_fails) {
+            (false, _) => (agentsessions_api::ToolResultCode::ApprovalDenied, true),
+            (true, true) => (agentsessions_api::ToolResultCode::ExecutorError, true),
+            (true, false) => (agentsessions_api::ToolResultCode::Unspecified, false),
+        };
+        assert_eq!(
+            (receipt.code, receipt.is_error),
+            (code, is_error),
+            "{shape}"
+        );
+        let effects = u64::from(approved && !executor_fails);
+        assert_eq!(tool.effects("k"), effects, "{shape}");
+
+        let before = records(&journal, SESSION).await;
+        assert_eq!(count(&before, EventKind::ToolResult), 1, "{shape}");
+        let replaying = Arc::new(ApprovalHarness::default());
+        let report = controller(&journal, t.attach(replaying.clone()).await, random())
+            .with_tools(Arc::clone(&executor))
+            .replay()
+            .await
+            .unwrap();
+        assert_eq!(report.outputs, ["continued"], "{shape}");
+        let replayed = replaying.receipts();
+        assert_eq!(replayed.len(), 1, "{shape}");
+        assert_eq!(
+            (
+                replayed[0].approval_request_seq,
+                replayed[0].approval_decision_seq,
+                replayed[0].code
+            ),
+            (
+                receipt.approval_request_seq,
+                receipt.approval_decision_seq,
+                receipt.code
+            ),
+            "{shape}"
+        );
+        assert_eq!(records(&journal, SESSION).await, before, "{shape}");
+        assert_eq!(tool.effects("k"), effects, "{shape}");
+        assert_verifies(&journal, SESSION).await;
+    }
+}
+
 /// Every check, by name, for the suite macro.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -722,6 +951,8 @@ macro_rules! conformance_suite {
             controller_mediated_tool_replay,
             tool_arguments_rejected_before_effects,
             tool_request_changes_fail_replay_and_recovery,
+            execution_start_reopen_resume_replay_and_fork,
+            approval_park_decision_receipt_replay,
         );
     };
     (@cases $transport:expr; $($check:ident),* $(,)?) => {

@@ -346,3 +346,125 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
         }
     }
 }
+
+/// What a [`StartCapture`] harness was handed at the start of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenStart {
+    /// `Start.config`.
+    pub config: Vec<u8>,
+    /// `Start.resume_from_seq`.
+    pub cursor: i64,
+    /// Number of history events.
+    pub history: usize,
+    /// Texts of the inputs.
+    pub inputs: Vec<String>,
+}
+
+/// The `execution_start` fixture: records every Start it receives, asks the model once with a
+/// request whose params encode the config (hex), cursor and history length, then outputs
+/// `continued` — or, when `interrupt` is set, fails right after the model answered.
+#[derive(Debug, Default)]
+pub struct StartCapture {
+    /// Fail after the model call instead of finishing.
+    pub interrupt: bool,
+    seen: Mutex<Vec<SeenStart>>,
+}
+
+impl StartCapture {
+    /// A harness that finishes (`interrupt` false) or breaks off after its model call.
+    pub fn new(interrupt: bool) -> Self {
+        Self {
+            interrupt,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every Start received, in order.
+    ///
+    /// # Panics
+    /// When the lock was poisoned by a panicking run.
+    pub fn seen(&self) -> Vec<SeenStart> {
+        self.seen.lock().expect("start capture lock").clone()
+    }
+}
+
+#[async_trait]
+impl Harness for StartCapture {
+    async fn describe(&self) -> ApiResult<Descriptor> {
+        Ok(descriptor("start-capture"))
+    }
+
+    async fn run(&self, start: &Start, sink: &dyn EventSink) -> ApiResult<()> {
+        let inputs: Vec<String> = start.inputs.iter().map(Message::text).collect();
+        let seen = SeenStart {
+            config: start.config.clone(),
+            cursor: start.resume_from_seq,
+            history: start.history.len(),
+            inputs: inputs.clone(),
+        };
+        if let Ok(mut all) = self.seen.lock() {
+            all.push(seen.clone());
+        }
+        let hex: String = seen.config.iter().map(|b| format!("{b:02x}")).collect();
+        let params = [
+            ("config".to_owned(), hex),
+            ("cursor".to_owned(), seen.cursor.to_string()),
+            ("history".to_owned(), seen.history.to_string()),
+        ];
+        sink.model(ModelRequest {
+            model: "echo".into(),
+            messages: vec![user(inputs.last().map_or("", String::as_str))],
+            params: Some(params.into_iter().collect()),
+            ..ModelRequest::default()
+        })
+        .await?;
+        if self.interrupt {
+            return Err(ApiError::status(StatusCode::Unavailable, "interrupted"));
+        }
+        sink.output("continued".into()).await
+    }
+}
+
+/// The approval fixture: one REQUIRES_APPROVAL call `{id call, tool charge, key k}`; a park
+/// ends the run with the park error; a decided call's receipt is kept for the check, then the
+/// harness outputs `continued`.
+#[derive(Debug, Default)]
+pub struct ApprovalHarness {
+    receipts: Mutex<Vec<ToolResult>>,
+}
+
+impl ApprovalHarness {
+    /// The gated call it makes.
+    pub fn call() -> ToolCall {
+        ToolCall {
+            id: "call".into(),
+            tool: "charge".into(),
+            args: None,
+            mediation: Mediation::RequiresApproval,
+            idempotency_key: "k".into(),
+        }
+    }
+
+    /// Receipts handed to the harness, in order.
+    ///
+    /// # Panics
+    /// When the lock was poisoned by a panicking run.
+    pub fn receipts(&self) -> Vec<ToolResult> {
+        self.receipts.lock().expect("receipt lock").clone()
+    }
+}
+
+#[async_trait]
+impl Harness for ApprovalHarness {
+    async fn describe(&self) -> ApiResult<Descriptor> {
+        Ok(descriptor("approval"))
+    }
+
+    async fn run(&self, _start: &Start, sink: &dyn EventSink) -> ApiResult<()> {
+        let receipt = sink.tool_call(Self::call()).await?;
+        if let Ok(mut all) = self.receipts.lock() {
+            all.push(receipt);
+        }
+        sink.output("continued".into()).await
+    }
+}
