@@ -2,7 +2,7 @@
 //! `cargo bench -p agentsessions-conformance --bench controller`; `BENCH_QUICK=1` for a smoke run.
 //!
 //! A turn is the echo harness with the offline echo model: EXECUTION_START + INPUT (one commit),
-//! MODEL_CALL, OUTPUT, END — four durable commits on SQLite (WAL, synchronous=FULL). Sessions get
+//! MODEL_CALL, OUTPUT, END — four durable commits on SQLite (WAL, each fsync'd before it returns). Sessions get
 //! five turns each, so each turn also reads and hands over the session's history.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
 
@@ -101,7 +101,7 @@ fn main() {
         .await;
         let sqlite: Arc<dyn Journal> =
             Arc::new(SqliteJournal::open(dir.path().join("turns.db")).unwrap());
-        turns("turn, SQLite journal (FULL)", sqlite, sessions).await;
+        turns("turn, SQLite journal (durable)", sqlite, sessions).await;
         replay(
             "replay, memory journal",
             Arc::new(MemoryJournal::new()),
