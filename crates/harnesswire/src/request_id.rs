@@ -38,7 +38,7 @@ pub(crate) fn outgoing() -> String {
 }
 
 /// The id of an incoming RPC: its `x-request-id` when usable, else a fresh one.
-pub(crate) fn incoming(metadata: &MetadataMap) -> String {
+pub fn incoming(metadata: &MetadataMap) -> String {
     metadata
         .get(REQUEST_ID_HEADER)
         .and_then(|value| value.to_str().ok())
@@ -47,7 +47,7 @@ pub(crate) fn incoming(metadata: &MetadataMap) -> String {
 }
 
 /// Sets `id` as the `x-request-id` of `metadata` (ids that are not usable were replaced before).
-pub(crate) fn attach(metadata: &mut MetadataMap, id: &str) {
+pub fn attach(metadata: &mut MetadataMap, id: &str) {
     if let Ok(value) = MetadataValue::try_from(id) {
         let _previous = metadata.insert(REQUEST_ID_HEADER, value);
     }

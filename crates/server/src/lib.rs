@@ -1,0 +1,258 @@
+//! The agentsessions `Sessions` gRPC service over a journal.
+//!
+//! ```text
+//!  client ──Sessions RPC──► SessionsService ──► guard (one operation per session on this host)
+//!                                │                 │
+//!                                │                 ├─► Harnesses (name → harness, admission gate)
+//!                                │                 └─► Controller (turns, replay, approvals)
+//!                                └──────────────► Journal (CAS + fence, the truth)
+//! ```
+//!
+//! Build it with [`ServerBuilder`], then serve it with [`serve_tcp`] or [`serve_unix`] (both add
+//! `grpc.health.v1` and gRPC reflection) or add [`SessionsService::into_server`] to your own
+//! tonic router.
+//!
+//! Module map:
+//! - [`error`]: [`ServerError`] and the one error → gRPC status table.
+//! - [`harnesses`]: the served harnesses by name and the admission gate.
+//! - [`service`]: every RPC.
+//! - `render`: how a session is shown (projections, pending approval, deletion).
+//! - `guard`: the per-session guard.
+#![warn(missing_docs)]
+
+pub mod error;
+mod guard;
+pub mod harnesses;
+mod render;
+pub mod service;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentsessions_api::{Harness, ModelProvider, RuntimeCapabilities};
+use agentsessions_controller::{Cancellations, ToolExecutor};
+use agentsessions_journal::Journal;
+use agentsessions_journal::journal::DEFAULT_PROJECT;
+use agentsessions_wire::pb;
+use agentsessions_wire::pb::sessions_server::SessionsServer;
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+
+pub use error::{Result, ServerError};
+pub use harnesses::{HarnessEntry, Harnesses};
+pub use service::{MAX_FORK_COUNT, SessionsService};
+
+/// Largest request or response message the service accepts or sends (an Exec frame carries a
+/// whole record, a Start the whole history).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Assembles a [`SessionsService`].
+pub struct ServerBuilder {
+    journal: Arc<dyn Journal>,
+    model: Arc<dyn ModelProvider>,
+    harnesses: Harnesses,
+    default_harness: Option<String>,
+    project: String,
+    tools: Option<Arc<dyn ToolExecutor>>,
+    stream_deltas: bool,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("harnesses", &self.harnesses)
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerBuilder {
+    /// A service over `journal` whose harnesses call models through `model`.
+    pub fn new(journal: Arc<dyn Journal>, model: Arc<dyn ModelProvider>) -> Self {
+        Self {
+            journal,
+            model,
+            harnesses: Harnesses::default(),
+            default_harness: None,
+            project: DEFAULT_PROJECT.to_owned(),
+            tools: None,
+            stream_deltas: true,
+        }
+    }
+
+    /// Serves `harness` under `name`, on compute with `capabilities` (an in-process harness
+    /// has no memory snapshots: `RuntimeCapabilities::default()`). The first harness added is
+    /// the default unless [`ServerBuilder::default_harness`] says otherwise.
+    #[must_use]
+    pub fn harness(
+        mut self,
+        name: impl Into<String>,
+        harness: Arc<dyn Harness>,
+        capabilities: RuntimeCapabilities,
+    ) -> Self {
+        self.harnesses.add(name, harness, capabilities);
+        self
+    }
+
+    /// The harness used when a session names none.
+    #[must_use]
+    pub fn default_harness(mut self, name: impl Into<String>) -> Self {
+        self.default_harness = Some(name.into());
+        self
+    }
+
+    /// The project used when a request names none (default `default`).
+    #[must_use]
+    pub fn project(mut self, project: impl Into<String>) -> Self {
+        self.project = project.into();
+        self
+    }
+
+    /// The executor for CONTROLLER_MEDIATED and approved tool calls (none by default, as the
+    /// stock daemon).
+    #[must_use]
+    pub fn tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Whether model deltas are streamed on Exec (default true). Deltas are transport only:
+    /// the journal is the same either way.
+    #[must_use]
+    pub fn stream_deltas(mut self, stream: bool) -> Self {
+        self.stream_deltas = stream;
+        self
+    }
+
+    /// The service.
+    ///
+    /// # Errors
+    /// [`ServerError::InvalidArgument`] when no harness was added;
+    /// [`ServerError::UnknownHarness`] for a default that is not served.
+    pub fn build(mut self) -> Result<SessionsService> {
+        if self.harnesses.names().is_empty() {
+            return Err(ServerError::InvalidArgument(
+                "a server needs at least one harness".into(),
+            ));
+        }
+        if let Some(name) = &self.default_harness {
+            self.harnesses.set_default(name)?;
+        }
+        let project = if self.project.is_empty() {
+            DEFAULT_PROJECT.to_owned()
+        } else {
+            self.project
+        };
+        Ok(SessionsService {
+            inner: Arc::new(service::Inner {
+                journal: self.journal,
+                harnesses: self.harnesses,
+                model: self.model,
+                project,
+                tools: self.tools,
+                stream_deltas: self.stream_deltas,
+                guards: guard::SessionGuards::default(),
+                cancellations: Cancellations::default(),
+            }),
+        })
+    }
+}
+
+impl SessionsService {
+    /// The tonic service, with message limits of [`MAX_MESSAGE_BYTES`].
+    pub fn into_server(self) -> SessionsServer<Self> {
+        SessionsServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// Names of the served harnesses and the default one.
+    pub fn harness_names(&self) -> (Vec<String>, String) {
+        (
+            self.inner.harnesses.names(),
+            self.inner.harnesses.default_name().to_owned(),
+        )
+    }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The unix socket could not be bound.
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        /// The socket path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The reflection service could not be built from the contract's descriptors.
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("gRPC transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `service` with `grpc.health.v1` and gRPC reflection on an already bound TCP listener
+/// until `shutdown` completes; in-flight RPCs are allowed to finish.
+///
+/// # Errors
+/// Transport failures.
+pub async fn serve_tcp<F>(
+    listener: TcpListener,
+    service: SessionsService,
+    shutdown: F,
+) -> std::result::Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
+    router(service)
+        .await?
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
+
+/// [`serve_tcp`] on a unix socket at `path` (which must not exist); the socket file is removed
+/// when serving ends.
+///
+/// # Errors
+/// The socket cannot be bound; transport failures.
+pub async fn serve_unix<F>(
+    path: &Path,
+    service: SessionsService,
+    shutdown: F,
+) -> std::result::Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
+    let listener = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let served = router(service)
+        .await?
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await;
+    let _ignored = std::fs::remove_file(path);
+    served?;
+    Ok(())
+}
+
+async fn router(
+    service: SessionsService,
+) -> std::result::Result<tonic::transport::server::Router, ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<SessionsServer<SessionsService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    Ok(tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(service.into_server()))
+}

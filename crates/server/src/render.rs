@@ -1,0 +1,140 @@
+//! How a session is shown on the wire (semantics §1.7, §5.4, extensions §3): the stored row and
+//! the journal's projections, plus what only the log tail can say — a pending approval and a
+//! deletion intent. Every response that returns a Session uses [`render`].
+
+use agentsessions_api::{
+    ComputeState, DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session,
+};
+use agentsessions_controller::approval::ApprovalScan;
+use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+use agentsessions_wire::convert::timestamp_to_pb;
+use agentsessions_wire::pb;
+
+use crate::error::Result;
+
+/// How many records from the head [`render`] reads to find the last non-lifecycle record.
+const TAIL: usize = 8;
+
+/// What the log tail says about a session.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    /// The last record is a LIFECYCLE DELETE (nothing can follow one).
+    pub(crate) deleted: bool,
+    /// An owned, undecided approval request (semantics §5.4).
+    pub(crate) pending: Option<agentsessions_api::ApprovalRef>,
+}
+
+fn is_lifecycle(record: &LogRecord, kind: Option<LifecycleKind>) -> bool {
+    match &record.event.body {
+        Some(EventBody::Lifecycle(l)) if record.event.kind == EventKind::Lifecycle => {
+            kind.is_none_or(|k| l.kind == k)
+        }
+        _ => record.event.kind == EventKind::Lifecycle,
+    }
+}
+
+/// Reads the tail of `uid`'s log (and, only when an approval request may be pending, the whole
+/// log) to find a deletion intent and a pending approval. A log whose approval evidence does not
+/// scan renders without a ref rather than failing the read (the tolerant rule of §5.4).
+pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Result<Tail> {
+    if last_seq <= 0 {
+        return Ok(Tail::default());
+    }
+    let window = i64::try_from(TAIL).unwrap_or(1);
+    let records = journal
+        .read(uid, (last_seq - window + 1).max(1), last_seq)
+        .await?;
+    let deleted = records
+        .last()
+        .is_some_and(|r| is_lifecycle(r, Some(LifecycleKind::Delete)));
+    let last_effect = records.iter().rev().find(|r| !is_lifecycle(r, None));
+    let may_be_pending = match last_effect {
+        Some(record) => record.event.kind == EventKind::ApprovalRequest,
+        // Only lifecycle records in the window: look at the whole log.
+        None => records.len() == TAIL,
+    };
+    let pending = if may_be_pending {
+        let all = journal.read(uid, 1, last_seq).await?;
+        ApprovalScan::scan(&all, last_seq).ok().and_then(|scan| {
+            scan.selected()
+                .filter(|g| g.is_pending())
+                .map(|g| g.park_ref())
+        })
+    } else {
+        None
+    };
+    Ok(Tail { deleted, pending })
+}
+
+/// The wire Session for `info`. `running` is true while an operation holds the session on this
+/// host, which this server reports as `EXEC_RUNNING` (the published server never does).
+///
+/// # Errors
+/// Journal read failures.
+pub(crate) async fn render(
+    journal: &dyn Journal,
+    info: SessionInfo,
+    running: bool,
+) -> Result<pb::Session> {
+    let tail = tail(journal, &info.row.uid, info.last_seq).await?;
+    Ok(render_with(info, &tail, running))
+}
+
+/// [`render`] with the tail already read.
+pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::Session {
+    let exec = if running {
+        ExecState::Running
+    } else if info.last_seq == 0 {
+        ExecState::Pending
+    } else if tail.pending.is_some() {
+        ExecState::Awaiting
+    } else {
+        ExecState::Completed
+    };
+    let row = info.row;
+    let created = row.created_at;
+    let session = Session {
+        uid: row.uid,
+        project: row.project,
+        name: row.name,
+        harness: row.harness,
+        model: row.model,
+        exec,
+        compute_state: match info.compute_state {
+            ComputeState::Unspecified => ComputeState::None,
+            other => other,
+        },
+        last_seq: info.last_seq,
+        parent_uid: row.parent_uid,
+        fork_seq: row.fork_seq,
+        identity: row.identity,
+        compute: None,
+        origin: row.origin,
+        labels: row.labels,
+        annotations: row.annotations,
+        owner: agentsessions_api::CallerIdentity::default(),
+        deletion: if tail.deleted {
+            DeletionState::Pending
+        } else {
+            DeletionState::Active
+        },
+    };
+    let mut wire = pb::Session::from(session);
+    if let Some(meta) = wire.metadata.as_mut() {
+        meta.create_time = created.map(timestamp_to_pb);
+        meta.update_time = Some(timestamp_to_pb(info.updated_at));
+    }
+    wire.pending_approval = tail.pending.clone().map(Into::into);
+    wire
+}
+
+/// A journal record on the wire.
+pub(crate) fn record_to_pb(record: &LogRecord) -> pb::LogRecord {
+    pb::LogRecord {
+        seq: record.seq,
+        prev_hash: record.prev_hash.clone(),
+        content_hash: record.hash.clone(),
+        fence: record.fence,
+        event: Some(pb::Event::from(&record.event)),
+    }
+}
