@@ -40,8 +40,8 @@ pub enum ClientError {
         reason: String,
     },
     /// The server answered with an error status.
-    #[error("{}: {}", .0.code(), .0.message())]
-    Status(#[from] tonic::Status),
+    #[error("{}: {}", code_name(.0.code()), .0.message())]
+    Status(tonic::Status),
     /// A record the server sent does not decode or does not verify.
     #[error("record {seq}: {reason}")]
     BadRecord {
@@ -50,6 +50,36 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+}
+
+impl From<tonic::Status> for ClientError {
+    fn from(status: tonic::Status) -> Self {
+        Self::Status(status)
+    }
+}
+
+/// The canonical upper-case name of a gRPC code (`NOT_FOUND`).
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
 }
 
 impl ClientError {

@@ -288,6 +288,16 @@ impl CountingEndpoint {
     /// # Panics
     /// When no loopback port can be bound.
     pub async fn start(body: &'static str) -> Self {
+        Self::start_holding(body, 0).await
+    }
+
+    /// Like [`CountingEndpoint::start`], but the first `hold` requests are counted and never
+    /// answered (the connection stays open): a model call in flight when a host dies.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start_holding(body: &'static str, hold: u64) -> Self {
+        let held = Arc::new(AtomicU64::new(hold));
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback port");
@@ -297,9 +307,19 @@ impl CountingEndpoint {
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let counter = Arc::clone(&counter);
+                let held = Arc::clone(&held);
                 tokio::spawn(async move {
                     if read_request(&mut socket).await.is_some() {
                         counter.fetch_add(1, Ordering::SeqCst);
+                        let hold = held
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                            .is_ok();
+                        if hold {
+                            // Keep the socket open until the caller goes away.
+                            let mut sink = [0_u8; 64];
+                            while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+                            return;
+                        }
                         let answer = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                             body.len()

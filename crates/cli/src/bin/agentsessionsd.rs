@@ -1,0 +1,172 @@
+//! `agentsessionsd`: the Sessions gRPC server (semantics §10.7).
+//!
+//! Flags override the TOML file given with `--config`, which overrides the defaults. On SIGINT or
+//! SIGTERM it stops accepting calls and lets in-flight RPCs finish (a turn that outlives the
+//! grace period is interrupted and stays resumable from its journal).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentsessions_cli::host::{HostConfig, build_service, open_journal, redact};
+use anyhow::Context as _;
+use clap::Parser;
+
+/// How long in-flight RPCs get to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serve durable agent sessions over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "agentsessionsd", version)]
+struct Args {
+    /// Address to serve the Sessions API on.
+    #[arg(long, env = "AGENTSESSIONS_ADDR")]
+    addr: Option<SocketAddr>,
+    /// Journal: a SQLite file path, or a postgres:// URL shared by several hosts.
+    #[arg(long, env = "AGENTSESSIONS_JOURNAL")]
+    journal: Option<String>,
+    /// Project used when a request names none.
+    #[arg(long)]
+    project: Option<String>,
+    /// Model for the chat harness (an OpenAI-compatible endpoint); empty = offline echo model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Base URL of the OpenAI-compatible endpoint.
+    #[arg(long)]
+    model_base_url: Option<String>,
+    /// Path of its chat-completions endpoint.
+    #[arg(long)]
+    model_path: Option<String>,
+    /// Header that carries the key (the key itself comes from MODEL_API_KEY or OPENAI_API_KEY).
+    #[arg(long)]
+    model_auth_header: Option<String>,
+    /// A harness already running elsewhere, as name=address (repeatable).
+    #[arg(long = "harness")]
+    harness: Vec<String>,
+    /// TOML file with any of the settings above (flags win).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            toml::from_str::<HostConfig>(&text)
+                .with_context(|| format!("config file {}", path.display()))?
+        }
+        None => HostConfig::default(),
+    };
+    let mut host = file;
+    let set = |slot: &mut String, flag: &Option<String>, default: &str| {
+        if let Some(value) = flag {
+            value.clone_into(slot);
+        } else if slot.is_empty() {
+            default.clone_into(slot);
+        }
+    };
+    set(&mut host.journal, &args.journal, "agentsessions.db");
+    set(&mut host.project, &args.project, "default");
+    set(&mut host.model, &args.model, "");
+    set(&mut host.model_base_url, &args.model_base_url, "");
+    set(&mut host.model_path, &args.model_path, "");
+    set(&mut host.model_auth_header, &args.model_auth_header, "");
+    if !args.harness.is_empty() {
+        host.harness.clone_from(&args.harness);
+    }
+    let addr = match (args.addr, host.addr.as_str()) {
+        (Some(addr), _) => addr,
+        (None, "") => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        (None, text) => text
+            .parse()
+            .with_context(|| format!("config addr {text:?} is not host:port"))?,
+    };
+    Ok((addr, host))
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut stream) => {
+                stream.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if args.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+
+    let (addr, config) = merged(&args)?;
+    let journal = open_journal(&config.journal).await?;
+    let assembled = build_service(journal, &config)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(
+        component = "grpc",
+        address = %bound,
+        journal = %redact(&config.journal),
+        harnesses = ?assembled.harnesses,
+        default_harness = %assembled.default_harness,
+        model = %assembled.model,
+        "agentsessionsd started"
+    );
+    // A stable line on stdout so scripts and tests can wait for readiness and learn the port.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "agentsessionsd listening on {bound}")?;
+        out.flush()?;
+    }
+
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(agentsessions_server::serve_tcp(
+        listener,
+        assembled.service,
+        async move {
+            shutdown_signal().await;
+            let _ignored = stopping_tx.send(());
+        },
+    ));
+    tokio::pin!(server);
+    tokio::select! {
+        served = &mut server => {
+            served.context("server task")??;
+            return Ok(());
+        }
+        _ = stopping_rx => {
+            tracing::info!(component = "grpc", "shutdown signal: draining in-flight calls");
+        }
+    }
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+        Ok(served) => served.context("server task")??,
+        Err(_) => tracing::warn!(
+            component = "grpc",
+            "in-flight calls did not finish in time; they stay resumable from the journal"
+        ),
+    }
+    tracing::info!(component = "grpc", "agentsessionsd stopped");
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! Assembling a Sessions service from configuration: the journal (a SQLite path or a
+//! `postgres://` URL), the model (the offline echo model, or an OpenAI-compatible endpoint), the
+//! built-in harnesses and any static remote harnesses (semantics §10.7).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentsessions_api::{ModelProvider, ModelRequest, ModelResponse, RuntimeCapabilities};
+use agentsessions_harnesses::{ChatHarness, EchoHarness};
+use agentsessions_harnesswire::RemoteHarness;
+use agentsessions_journal::{Journal, SqliteJournal};
+use agentsessions_model::{EchoModel, OpenAiConfig, OpenAiProvider};
+use agentsessions_postgres::{PostgresJournal, PostgresOptions};
+use agentsessions_server::{ServerBuilder, SessionsService};
+use serde::Deserialize;
+
+/// Why a host could not be assembled. Each names the setting to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The journal could not be opened.
+    #[error("cannot open journal {address}: {reason}")]
+    Journal {
+        /// The journal address (a Postgres URL's password is never shown).
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// A `--harness name=address` entry is malformed.
+    #[error("--harness {entry:?}: {reason}")]
+    HarnessEntry {
+        /// The entry.
+        entry: String,
+        /// Why.
+        reason: String,
+    },
+    /// The model settings do not make a provider.
+    #[error("model configuration: {0}")]
+    Model(String),
+    /// The service refused the assembly.
+    #[error(transparent)]
+    Server(#[from] agentsessions_server::ServerError),
+}
+
+/// Everything a host is configured with. Fields mirror the daemon's flags; the TOML config file
+/// uses the same names.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostConfig {
+    /// Address the daemon serves on (`host:port`; the daemon's default is `127.0.0.1:8080`).
+    pub addr: String,
+    /// SQLite file path, or a `postgres://` URL.
+    pub journal: String,
+    /// Project used when a request names none.
+    pub project: String,
+    /// Model for the chat harness; empty serves only the echo harness with the offline model.
+    pub model: String,
+    /// Base URL of an OpenAI-compatible endpoint.
+    pub model_base_url: String,
+    /// Path of the chat-completions endpoint.
+    pub model_path: String,
+    /// Header carrying the key (`Authorization` sends `Bearer <key>`).
+    pub model_auth_header: String,
+    /// Static remote harnesses, `name=address`.
+    pub harness: Vec<String>,
+}
+
+/// Redacts the password of a URL-like journal address for messages.
+pub fn redact(address: &str) -> String {
+    match (address.find("://"), address.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &address[scheme + 3..at];
+            match credentials.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &address[..scheme + 3],
+                    &credentials[..colon],
+                    &address[at..]
+                ),
+                None => address.to_owned(),
+            }
+        }
+        _ => address.to_owned(),
+    }
+}
+
+/// Opens the journal at `address`: `postgres://…`/`postgresql://…` for the Postgres journal
+/// shared by many hosts, anything else as a SQLite file path (created when missing).
+///
+/// # Errors
+/// [`HostError::Journal`].
+pub async fn open_journal(address: &str) -> Result<Arc<dyn Journal>, HostError> {
+    let failed = |reason: String| HostError::Journal {
+        address: redact(address),
+        reason,
+    };
+    if address.starts_with("postgres://") || address.starts_with("postgresql://") {
+        let journal = PostgresJournal::connect(address, PostgresOptions::default())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        return Ok(Arc::new(journal));
+    }
+    let journal = SqliteJournal::open(address).map_err(|e| failed(e.to_string()))?;
+    Ok(Arc::new(journal))
+}
+
+/// Checks a static harness address (semantics §10.7): `host:port`, `dns:///host:port`,
+/// `dns://resolver/host:port`, `unix:<path>` or `unix://<path>`; URLs, missing ports and empty
+/// paths are refused.
+///
+/// # Errors
+/// Why the address is refused.
+pub fn check_harness_address(address: &str) -> Result<(), String> {
+    if let Some(path) = address
+        .strip_prefix("unix://")
+        .or_else(|| address.strip_prefix("unix:"))
+    {
+        return if path.is_empty() {
+            Err("a unix address needs a socket path".into())
+        } else {
+            Ok(())
+        };
+    }
+    let target = if let Some(rest) = address.strip_prefix("dns://") {
+        // dns:///host:port or dns://resolver/host:port
+        match rest.split_once('/') {
+            Some((_, target)) if !target.is_empty() => target,
+            _ => {
+                return Err("a dns address is dns:///host:port or dns://resolver/host:port".into());
+            }
+        }
+    } else if address.contains("://") {
+        return Err("give host:port, dns:///host:port or unix:<path>, not a URL".into());
+    } else {
+        address
+    };
+    let Some((host, port)) = target.rsplit_once(':') else {
+        return Err("the address needs a port (host:port)".into());
+    };
+    if host.is_empty() || host == "dns" || host == "unix" {
+        return Err(format!("{host:?} is not a host name"));
+    }
+    port.parse::<u16>()
+        .map(|_| ())
+        .map_err(|_| format!("{port:?} is not a port number"))
+}
+
+/// Parses `name=address` entries into a map, refusing malformed ones and duplicate names.
+///
+/// # Errors
+/// [`HostError::HarnessEntry`].
+pub fn parse_harness_entries(entries: &[String]) -> Result<BTreeMap<String, String>, HostError> {
+    let mut parsed = BTreeMap::new();
+    for entry in entries {
+        let bad = |reason: String| HostError::HarnessEntry {
+            entry: entry.clone(),
+            reason,
+        };
+        let (name, address) = entry
+            .split_once('=')
+            .ok_or_else(|| bad("expected name=address".into()))?;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(bad(
+                "the name must be lowercase letters, digits and '-'".into()
+            ));
+        }
+        if name == "echo" || name == "chat" {
+            return Err(bad(format!("{name:?} is a built-in harness name")));
+        }
+        check_harness_address(address).map_err(bad)?;
+        if parsed.insert(name.to_owned(), address.to_owned()).is_some() {
+            return Err(bad(format!("{name:?} is given twice")));
+        }
+    }
+    Ok(parsed)
+}
+
+/// Serves `echo` requests with the offline echo model and everything else with the configured
+/// provider, so the echo harness keeps working next to a real model.
+#[derive(Debug)]
+struct ModelRouter {
+    echo: EchoModel,
+    other: Option<OpenAiProvider>,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for ModelRouter {
+    fn name(&self) -> &str {
+        self.other
+            .as_ref()
+            .map_or_else(|| self.echo.name(), |p| p.name())
+    }
+
+    fn default_model(&self) -> &str {
+        self.other
+            .as_ref()
+            .map_or_else(|| self.echo.default_model(), |p| p.default_model())
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: Option<&dyn agentsessions_api::DeltaSink>,
+    ) -> agentsessions_api::Result<ModelResponse> {
+        match &self.other {
+            Some(provider) if request.model != EchoModel::MODEL => {
+                provider.complete(request, deltas).await
+            }
+            _ => self.echo.complete(request, deltas).await,
+        }
+    }
+}
+
+/// What [`build_service`] assembled, for the startup log.
+#[derive(Debug, Clone)]
+pub struct Assembled {
+    /// The service.
+    pub service: SessionsService,
+    /// Served harness names.
+    pub harnesses: Vec<String>,
+    /// The default harness.
+    pub default_harness: String,
+    /// A one-line description of the model (never the key).
+    pub model: String,
+}
+
+/// Assembles the Sessions service over `journal` from `config`: `echo` (the default) always,
+/// `chat` when a model is configured, and each static `name=address` harness over
+/// `Harness.Connect`. The key comes only from `MODEL_API_KEY` / `OPENAI_API_KEY`.
+///
+/// # Errors
+/// [`HostError`] naming the setting to fix.
+pub fn build_service(
+    journal: Arc<dyn Journal>,
+    config: &HostConfig,
+) -> Result<Assembled, HostError> {
+    let remote = parse_harness_entries(&config.harness)?;
+    if !remote.is_empty() && config.model.is_empty() {
+        return Err(HostError::Model(
+            "static --harness entries need --model (their model calls go to that model)".into(),
+        ));
+    }
+    let none = RuntimeCapabilities::default();
+    let (provider, description) = if config.model.is_empty() {
+        (None, "offline echo model".to_owned())
+    } else {
+        let mut openai = OpenAiConfig::from_env(config.model.clone());
+        if !config.model_base_url.is_empty() {
+            openai.base_url.clone_from(&config.model_base_url);
+        }
+        if !config.model_path.is_empty() {
+            openai.path.clone_from(&config.model_path);
+        }
+        if !config.model_auth_header.is_empty() {
+            openai.auth_header.clone_from(&config.model_auth_header);
+        }
+        let description = format!(
+            "{} at {}{} (key {})",
+            config.model,
+            openai.base_url,
+            openai.path,
+            if openai.api_key.is_empty() {
+                "not set"
+            } else {
+                "from the environment"
+            }
+        );
+        let provider = OpenAiProvider::new(openai).map_err(|e| HostError::Model(e.to_string()))?;
+        (Some(provider), description)
+    };
+    let has_model = provider.is_some();
+    let router = Arc::new(ModelRouter {
+        echo: EchoModel::new(),
+        other: provider,
+    });
+    let mut builder = ServerBuilder::new(journal, router)
+        .harness("echo", Arc::new(EchoHarness::new()), none)
+        .default_harness("echo");
+    if has_model {
+        let chat =
+            ChatHarness::new(config.model.clone()).map_err(|e| HostError::Model(e.to_string()))?;
+        builder = builder.harness("chat", Arc::new(chat), none);
+    }
+    for (name, address) in &remote {
+        let harness =
+            RemoteHarness::connect_lazy(address).map_err(|e| HostError::HarnessEntry {
+                entry: format!("{name}={address}"),
+                reason: e.to_string(),
+            })?;
+        builder = builder.harness(name.clone(), Arc::new(harness), none);
+    }
+    if !config.project.is_empty() {
+        builder = builder.project(config.project.clone());
+    }
+    let service = builder.build()?;
+    let (harnesses, default_harness) = service.harness_names();
+    Ok(Assembled {
+        service,
+        harnesses,
+        default_harness,
+        model: description,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::assertions_on_result_states)] // the refusals are the assertions
+mod tests {
+    use super::*;
+
+    // semantics §10.7: the accepted and refused static harness address forms.
+    #[test]
+    fn harness_addresses_are_checked_before_startup() {
+        for good in [
+            "127.0.0.1:9000",
+            "harness.internal:443",
+            "dns:///harness:9000",
+            "dns://8.8.8.8/harness:9000",
+            "unix:/run/h.sock",
+            "unix:///run/h.sock",
+            "unix:relative.sock",
+        ] {
+            assert_eq!(check_harness_address(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "http://127.0.0.1:9000",
+            "127.0.0.1",
+            "unix:",
+            "unix://",
+            "dns://",
+            "dns:9000",
+            "host:notaport",
+            ":9000",
+        ] {
+            assert!(check_harness_address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn harness_entries_need_a_name_an_address_and_no_duplicates() {
+        let ok = parse_harness_entries(&["remote=127.0.0.1:9000".into()]);
+        assert!(matches!(ok, Ok(map) if map["remote"] == "127.0.0.1:9000"));
+        for bad in [
+            vec!["noequals".to_owned()],
+            vec!["=127.0.0.1:1".to_owned()],
+            vec!["Upper=127.0.0.1:1".to_owned()],
+            vec!["echo=127.0.0.1:1".to_owned()],
+            vec!["a=http://x:1".to_owned()],
+            vec!["a=127.0.0.1:1".to_owned(), "a=127.0.0.1:2".to_owned()],
+        ] {
+            assert!(parse_harness_entries(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn passwords_never_appear_in_journal_errors() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/agents"),
+            "postgres://app:***@db:5432/agents"
+        );
+        assert_eq!(redact("agentsessions.db"), "agentsessions.db");
+    }
+
+    #[test]
+    fn config_files_refuse_unknown_keys() {
+        let parsed: Result<HostConfig, _> = toml::from_str("journal = \"x.db\"\nmodle = \"gpt\"\n");
+        assert!(parsed.is_err());
+        let parsed: HostConfig =
+            toml::from_str("journal = \"x.db\"\nharness = [\"a=127.0.0.1:1\"]\n")
+                .unwrap_or_default();
+        assert_eq!(parsed.journal, "x.db");
+        assert_eq!(parsed.harness, ["a=127.0.0.1:1"]);
+    }
+}

@@ -1,0 +1,7 @@
+//! What `agentsessionsd` and `agentctl` share: opening a journal from its address, assembling a
+//! Sessions service from configuration ([`host`]), and printing records and sessions for people
+//! ([`output`]).
+#![warn(missing_docs)]
+
+pub mod host;
+pub mod output;

@@ -1,0 +1,165 @@
+//! Human-readable lines for records and sessions (semantics §10.8), and proto-JSON for scripts.
+
+use agentsessions_client::{text_of, uid_of};
+use agentsessions_wire::pb;
+use agentsessions_wire::pb::event::Body;
+
+fn enum_name(name: Option<&str>, prefix: &str) -> String {
+    name.map_or_else(
+        || "UNKNOWN".to_owned(),
+        |n| n.trim_start_matches(prefix).to_owned(),
+    )
+}
+
+/// `COMPUTE_LIVE` → `LIVE`.
+pub fn compute_name(session: &pb::Session) -> String {
+    enum_name(
+        pb::ComputeState::try_from(session.compute_state)
+            .ok()
+            .map(|s| s.as_str_name()),
+        "COMPUTE_",
+    )
+}
+
+/// `EXEC_COMPLETED` → `COMPLETED`.
+pub fn exec_name(session: &pb::Session) -> String {
+    enum_name(
+        pb::ExecState::try_from(session.exec_state)
+            .ok()
+            .map(|s| s.as_str_name()),
+        "EXEC_",
+    )
+}
+
+/// One record as `seq=0004 OUTPUT  assistant: echo:hello`; other kinds show their essentials
+/// (never tool arguments).
+pub fn record_line(record: &pb::LogRecord) -> String {
+    let Some(event) = &record.event else {
+        return format!("seq={:04} (no event)", record.seq);
+    };
+    let kind = enum_name(
+        pb::EventKind::try_from(event.kind)
+            .ok()
+            .map(|k| k.as_str_name()),
+        "EVENT_",
+    );
+    let detail = match &event.body {
+        Some(Body::Message(m)) => format!("{}: {}", m.role, text_of(m)),
+        Some(Body::Model(call)) => format!("model={}", call.model),
+        Some(Body::Tool(call)) => format!("tool={} id={}", call.tool, call.id),
+        Some(Body::Result(result)) => {
+            if result.is_error {
+                format!("id={} error: {}", result.id, result.error)
+            } else {
+                format!("id={} ok", result.id)
+            }
+        }
+        Some(Body::Approval(request)) => format!("tool_call={}", request.tool_call_id),
+        Some(Body::ApprovalResult(result)) => format!(
+            "{} request_seq={}{}",
+            if result.approved {
+                "approved"
+            } else {
+                "denied"
+            },
+            result.request_seq,
+            if result.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" reason: {}", result.reason)
+            }
+        ),
+        Some(Body::Usage(usage)) => format!(
+            "model={} input={} output={}",
+            usage.model, usage.input_tokens, usage.output_tokens
+        ),
+        Some(Body::Lifecycle(l)) => {
+            let name = enum_name(
+                pb::lifecycle::Kind::try_from(l.kind)
+                    .ok()
+                    .map(|k| k.as_str_name()),
+                "LIFECYCLE_",
+            );
+            if l.detail.is_empty() {
+                name
+            } else {
+                format!("{name} {}", l.detail)
+            }
+        }
+        Some(Body::End(end)) => end.state.clone(),
+        Some(Body::Error(err)) => format!("code={} {}", err.code, err.description),
+        Some(Body::ExecutionStart(start)) => {
+            format!("inputs={}", start.input_count.unwrap_or_default())
+        }
+        _ => String::new(),
+    };
+    format!("seq={:04} {kind}  {detail}", record.seq)
+        .trim_end()
+        .to_owned()
+}
+
+/// One session as `uid last_seq=N compute=LIVE harness=echo name=x` (the `list` line).
+pub fn session_line(session: &pb::Session) -> String {
+    let name = session.metadata.as_ref().map_or("", |m| m.name.as_str());
+    format!(
+        "{} last_seq={} compute={} harness={} name={}",
+        uid_of(session),
+        session.last_seq,
+        compute_name(session),
+        session.harness,
+        name
+    )
+}
+
+/// A session in detail (the `get` view).
+pub fn session_details(session: &pb::Session) -> String {
+    let meta = session.metadata.clone().unwrap_or_default();
+    let mut lines = vec![
+        format!("session   {}", meta.uid),
+        format!("project   {}", meta.project),
+        format!("name      {}", meta.name),
+        format!("harness   {}", session.harness),
+        format!("model     {}", session.model),
+        format!("exec      {}", exec_name(session)),
+        format!("compute   {}", compute_name(session)),
+        format!("last_seq  {}", session.last_seq),
+    ];
+    if !session.parent_uid.is_empty() {
+        lines.push(format!(
+            "parent    {} @ seq {}",
+            session.parent_uid, session.fork_seq
+        ));
+    }
+    if let Some(p) = &session.pending_approval {
+        lines.push(format!(
+            "pending   approval: execution={} tool_call={} request_seq={}",
+            p.execution_id, p.tool_call_id, p.request_seq
+        ));
+    }
+    if session.deletion_state == pb::DeletionState::DeletionPending as i32 {
+        lines.push("deletion  PENDING".to_owned());
+    }
+    lines.join("\n")
+}
+
+/// Canonical proto3-JSON of a session (for `--json`).
+pub fn session_json(session: &pb::Session) -> String {
+    agentsessions_wire::canonical::canonical_message(session)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| "{}".to_owned())
+}
+
+/// Canonical proto3-JSON of a record's event, wrapped with its envelope (for `--json`).
+pub fn record_json(record: &pb::LogRecord) -> String {
+    let event = record
+        .event
+        .as_ref()
+        .and_then(|e| agentsessions_wire::canonical::canonical_event(e).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| "null".to_owned());
+    format!(
+        "{{\"seq\":{},\"prev_hash\":\"{}\",\"hash\":\"{}\",\"event\":{event}}}",
+        record.seq, record.prev_hash, record.content_hash
+    )
+}
