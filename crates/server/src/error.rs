@@ -27,6 +27,27 @@ pub enum ServerError {
     /// Another operation holds the session on this host.
     #[error("session {0:?} is busy with another operation; retry when it finishes")]
     SessionBusy(String),
+    /// The harness reports another descriptor id than its registration expects.
+    #[error(
+        "harness {harness:?} reports descriptor id {reported:?}, but its registration expects {expected:?}"
+    )]
+    DescriptorMismatch {
+        /// The harness.
+        harness: String,
+        /// The expected id.
+        expected: String,
+        /// What it reported.
+        reported: String,
+    },
+    /// No harness registered under the name.
+    #[error("harness {0:?} is not registered")]
+    HarnessNotFound(String),
+    /// The harness is retired: new sessions cannot select it.
+    #[error("harness {0:?} is retired; existing sessions keep it, new sessions must pick another")]
+    HarnessRetired(String),
+    /// A name a registration may not take.
+    #[error("{0}")]
+    AlreadyExists(String),
     /// The harness needs memory snapshots and the compute behind it cannot take them.
     #[error(
         "harness {harness:?} requires memory snapshots, which this server's runtime cannot take; \
@@ -77,9 +98,12 @@ impl ServerError {
     pub fn code(&self) -> Code {
         match self {
             Self::InvalidArgument(_) | Self::UnknownHarness { .. } => Code::InvalidArgument,
-            Self::SessionNotFound(_) => Code::NotFound,
+            Self::SessionNotFound(_) | Self::HarnessNotFound(_) => Code::NotFound,
             Self::SessionBusy(_) => Code::Aborted,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::Unplaceable { .. }
+            | Self::DescriptorMismatch { .. }
+            | Self::HarnessRetired(_)
             | Self::ForkNotAtHead { .. }
             | Self::DeletionPending(_)
             | Self::NothingToCancel { .. }
@@ -99,10 +123,13 @@ impl ServerError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::InvalidArgument(_) => "invalid_argument",
-            Self::SessionNotFound(_) => "not_found",
+            Self::SessionNotFound(_) | Self::HarnessNotFound(_) => "not_found",
             Self::UnknownHarness { .. } => "unknown_harness",
             Self::SessionBusy(_) => "session_busy",
             Self::Unplaceable { .. } | Self::ForkNotAtHead { .. } => "unplaceable",
+            Self::DescriptorMismatch { .. } => "descriptor_mismatch",
+            Self::HarnessRetired(_) => "failed_precondition",
+            Self::AlreadyExists(_) => "already_exists",
             Self::DeletionPending(_) => "deletion_pending",
             Self::NothingToCancel { .. } | Self::FailedPrecondition(_) => "failed_precondition",
             Self::Controller(e) => e.kind(),
@@ -137,10 +164,10 @@ fn journal_code(err: &JournalError) -> Code {
         | JournalError::InvalidArgument(_)
         | JournalError::InvalidEvent(_)
         | JournalError::NotJournalable(_) => Code::InvalidArgument,
-        JournalError::HarnessExists(_) => Code::AlreadyExists,
-        JournalError::HarnessNameReserved(_) | JournalError::UnsupportedSchema { .. } => {
-            Code::FailedPrecondition
+        JournalError::HarnessExists(_) | JournalError::HarnessNameReserved(_) => {
+            Code::AlreadyExists
         }
+        JournalError::UnsupportedSchema { .. } => Code::FailedPrecondition,
         JournalError::CommitFailed { .. } | JournalError::Closed => Code::Unavailable,
         _ => Code::Internal,
     }
@@ -219,6 +246,23 @@ mod tests {
             (
                 ServerError::Controller(ControllerError::InvalidApprovalDecision("x".into())),
                 Code::FailedPrecondition,
+            ),
+            (
+                ServerError::DescriptorMismatch {
+                    harness: "h".into(),
+                    expected: "a".into(),
+                    reported: "b".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                ServerError::HarnessRetired("h".into()),
+                Code::FailedPrecondition,
+            ),
+            (ServerError::AlreadyExists("h".into()), Code::AlreadyExists),
+            (
+                ServerError::Journal(JournalError::HarnessNameReserved("echo".into())),
+                Code::AlreadyExists,
             ),
             (ServerError::Internal("x".into()), Code::Internal),
         ];

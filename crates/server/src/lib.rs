@@ -15,7 +15,8 @@
 //! Module map:
 //! - [`error`]: [`ServerError`] and the one error → gRPC status table.
 //! - [`harnesses`]: the served harnesses by name and the admission gate.
-//! - [`service`]: every RPC.
+//! - [`service`]: every Sessions RPC.
+//! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
 //! - `guard`: the per-session guard.
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@
 pub mod error;
 mod guard;
 pub mod harnesses;
+pub mod registry;
 mod render;
 pub mod service;
 
@@ -41,6 +43,7 @@ use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 pub use error::{Result, ServerError};
 pub use harnesses::{HarnessEntry, Harnesses};
+pub use registry::RegistryService;
 pub use service::{MAX_FORK_COUNT, SessionsService};
 
 /// Largest request or response message the service accepts or sends (an Exec frame carries a
@@ -86,7 +89,7 @@ impl ServerBuilder {
     /// the default unless [`ServerBuilder::default_harness`] says otherwise.
     #[must_use]
     pub fn harness(
-        mut self,
+        self,
         name: impl Into<String>,
         harness: Arc<dyn Harness>,
         capabilities: RuntimeCapabilities,
@@ -130,7 +133,7 @@ impl ServerBuilder {
     /// # Errors
     /// [`ServerError::InvalidArgument`] when no harness was added;
     /// [`ServerError::UnknownHarness`] for a default that is not served.
-    pub fn build(mut self) -> Result<SessionsService> {
+    pub fn build(self) -> Result<SessionsService> {
         if self.harnesses.names().is_empty() {
             return Err(ServerError::InvalidArgument(
                 "a server needs at least one harness".into(),
@@ -171,7 +174,7 @@ impl SessionsService {
     pub fn harness_names(&self) -> (Vec<String>, String) {
         (
             self.inner.harnesses.names(),
-            self.inner.harnesses.default_name().to_owned(),
+            self.inner.harnesses.default_name(),
         )
     }
 }

@@ -17,7 +17,7 @@ use agentsessions_controller::{
 use agentsessions_harnesswire::request_id;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
-    Journal, JournalError, ListQuery, LogRecord, SessionInfo, SessionRow, export,
+    HarnessState, Journal, JournalError, ListQuery, LogRecord, SessionInfo, SessionRow, export,
 };
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use crate::error::{Result, ServerError};
 use crate::guard::{Held, SessionGuards};
-use crate::harnesses::{HarnessEntry, Harnesses};
+use crate::harnesses::{HarnessEntry, Harnesses, Source};
 use crate::render::{Tail, record_to_pb, render, render_with, tail};
 
 /// Most children one Fork may create (semantics §4.4).
@@ -71,7 +71,7 @@ type UpdateSender = mpsc::UnboundedSender<std::result::Result<pb::ExecUpdate, St
 
 /// Runs one RPC inside a span carrying its request id, logs its outcome (never payloads), and
 /// returns the id to the caller in the response metadata.
-async fn traced<T, F>(
+pub(crate) async fn traced<T, F>(
     method: &'static str,
     metadata: &tonic::metadata::MetadataMap,
     body: F,
@@ -219,7 +219,13 @@ impl Inner {
 
     /// Creates a session row exactly as CreateSession does (semantics §2.2 step 1).
     async fn create(&self, session: Session) -> Result<String> {
-        self.harnesses.resolve(&session.harness)?;
+        let entry = self.harnesses.resolve(&session.harness)?;
+        if entry.source == Source::Registered
+            && let Some(row) = self.journal.get_harness(&entry.name).await?
+            && row.state == HarnessState::Retired
+        {
+            return Err(ServerError::HarnessRetired(entry.name));
+        }
         let uid = new_session_uid();
         let project = if session.project.is_empty() {
             self.project.clone()
@@ -285,7 +291,7 @@ impl Inner {
         } else {
             req.harness.clone()
         };
-        let entry = self.harnesses.resolve(&name)?.clone();
+        let entry = self.harnesses.resolve(&name)?;
         entry.admit().await?;
         let fence = self.journal.new_fence(&uid).await?;
         send(&tx, Update::Session(render_with(info, &tail, true)));
@@ -444,7 +450,7 @@ impl Inner {
             identity: req.identity.map(Into::into).unwrap_or_default(),
         };
         let record = self
-            .controller(entry, uid, 0)
+            .controller(&entry, uid, 0)
             .approve(&decision, Timestamp::now())
             .await?;
         drop(_held);
@@ -477,7 +483,7 @@ impl Inner {
         required(uid, "session")?;
         let (info, _tail) = self.live_session(uid).await?;
         let held = self.guards.try_take(uid)?;
-        let entry = self.harnesses.resolve(&info.row.harness)?.clone();
+        let entry = self.harnesses.resolve(&info.row.harness)?;
         entry.admit().await?;
         let fence = self.journal.new_fence(uid).await?;
         match self.controller(&entry, uid, fence).resume().await {

@@ -1,0 +1,579 @@
+//! The `HarnessRegistry` admin service (semantics §7.2): register, get, list and retire
+//! harnesses at run time. Registrations are immutable (a changed spec needs a new name), stored
+//! in the journal's registry table with their canonical spec and digest, and served by this host
+//! as soon as the row commits. It is served on its own (operator) listener, never on the
+//! Sessions port.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsessions_api::RuntimeCapabilities;
+use agentsessions_harnesswire::RemoteHarness;
+use agentsessions_journal::{HarnessRow, HarnessState, Journal, RegisterOutcome};
+use agentsessions_wire::convert::timestamp_to_pb;
+use agentsessions_wire::pb;
+use agentsessions_wire::pb::harness_registry_server::{HarnessRegistry, HarnessRegistryServer};
+use agentsessions_wire::pb::harness_spec::Placement;
+use tonic::{Request, Response, Status};
+
+use crate::error::{Result, ServerError};
+use crate::harnesses::{HarnessEntry, Harnesses, Source, check_harness_address};
+use crate::service::SessionsService;
+
+/// Largest canonical spec a registration may have.
+const MAX_SPEC_BYTES: usize = 4096;
+/// Longest retirement reason.
+const MAX_REASON_BYTES: usize = 1024;
+/// Bound on an `observe` Describe.
+const OBSERVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Page size when the request gives 0, and the largest page.
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+/// The HarnessRegistry service, sharing the harness table of a [`SessionsService`].
+#[derive(Clone)]
+pub struct RegistryService {
+    journal: Arc<dyn Journal>,
+    harnesses: Harnesses,
+}
+
+impl std::fmt::Debug for RegistryService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryService").finish_non_exhaustive()
+    }
+}
+
+fn is_rfc1123_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.first() != Some(&b'-')
+        && bytes.last() != Some(&b'-')
+}
+
+/// Parses a `HarnessSpec` from its proto3-JSON (proto field names, enum names), strictly:
+/// unknown keys, wrong types and unknown enum names are refused. Stored registrations and
+/// `agentctl harness register --spec` files both go through here.
+///
+/// # Errors
+/// [`ServerError::InvalidArgument`] naming the offending key.
+pub fn spec_from_json(text: &str) -> Result<pb::HarnessSpec> {
+    use serde_json::{Map, Value};
+    let bad = |why: String| ServerError::InvalidArgument(format!("harness spec: {why}"));
+    fn object<'a>(
+        value: &'a Value,
+        at: &str,
+    ) -> std::result::Result<&'a Map<String, Value>, String> {
+        value
+            .as_object()
+            .ok_or_else(|| format!("{at} must be an object"))
+    }
+    fn only(map: &Map<String, Value>, at: &str, keys: &[&str]) -> std::result::Result<(), String> {
+        match map.keys().find(|k| !keys.contains(&k.as_str())) {
+            Some(k) => Err(format!("unknown field {at}.{k}")),
+            None => Ok(()),
+        }
+    }
+    fn string(
+        map: &Map<String, Value>,
+        at: &str,
+        key: &str,
+    ) -> std::result::Result<String, String> {
+        match map.get(key) {
+            None => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(format!("{at}.{key} must be a string")),
+        }
+    }
+    fn flag(map: &Map<String, Value>, at: &str, key: &str) -> std::result::Result<bool, String> {
+        match map.get(key) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(format!("{at}.{key} must be true or false")),
+        }
+    }
+    let parse = || -> std::result::Result<pb::HarnessSpec, String> {
+        let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let root = object(&value, "spec")?;
+        only(
+            root,
+            "spec",
+            &["remote", "substrate", "capabilities", "descriptor_id"],
+        )?;
+        let placement = match (root.get("remote"), root.get("substrate")) {
+            (Some(_), Some(_)) => return Err("give remote or substrate, not both".into()),
+            (Some(remote), None) => {
+                let remote = object(remote, "remote")?;
+                only(remote, "remote", &["address"])?;
+                Some(Placement::Remote(pb::RemotePlacement {
+                    address: string(remote, "remote", "address")?,
+                }))
+            }
+            (None, Some(substrate)) => {
+                let substrate = object(substrate, "substrate")?;
+                only(substrate, "substrate", &["atespace", "template"])?;
+                Some(Placement::Substrate(pb::SubstratePlacement {
+                    atespace: string(substrate, "substrate", "atespace")?,
+                    template: string(substrate, "substrate", "template")?,
+                }))
+            }
+            (None, None) => None,
+        };
+        let capabilities = match root.get("capabilities") {
+            None => None,
+            Some(c) => {
+                let at = "capabilities";
+                let c = object(c, at)?;
+                only(
+                    c,
+                    at,
+                    &[
+                        "resumability",
+                        "fork_safe",
+                        "requires_gpu",
+                        "streaming",
+                        "reasoning_replay",
+                    ],
+                )?;
+                let name = string(c, at, "resumability")?;
+                let resumability = if name.is_empty() {
+                    0
+                } else {
+                    pb::Resumability::from_str_name(&name).ok_or_else(|| {
+                        format!("capabilities.resumability {name:?} is not a known value")
+                    })? as i32
+                };
+                Some(pb::Capabilities {
+                    resumability,
+                    fork_safe: flag(c, at, "fork_safe")?,
+                    requires_gpu: flag(c, at, "requires_gpu")?,
+                    streaming: flag(c, at, "streaming")?,
+                    reasoning_replay: flag(c, at, "reasoning_replay")?,
+                })
+            }
+        };
+        Ok(pb::HarnessSpec {
+            capabilities,
+            descriptor_id: string(root, "spec", "descriptor_id")?,
+            placement,
+        })
+    };
+    parse().map_err(bad)
+}
+
+fn canonical_spec(spec: &pb::HarnessSpec) -> Result<(String, String)> {
+    let bytes = agentsessions_wire::canonical::canonical_message(spec)
+        .map_err(|e| ServerError::InvalidArgument(format!("spec: {e}")))?;
+    if bytes.len() > MAX_SPEC_BYTES {
+        return Err(ServerError::InvalidArgument(format!(
+            "spec is {} bytes in canonical form; the limit is {MAX_SPEC_BYTES}",
+            bytes.len()
+        )));
+    }
+    let json = String::from_utf8(bytes)
+        .map_err(|e| ServerError::Internal(format!("canonical spec: {e}")))?;
+    let digest = agentsessions_wire::spec_digest(spec)
+        .map_err(|e| ServerError::InvalidArgument(format!("spec: {e}")))?;
+    Ok((json, digest))
+}
+
+/// Checks a spec this host can serve and returns the remote address it names.
+fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
+    let resumability = spec.capabilities.as_ref().map_or(0, |c| c.resumability);
+    if resumability == 0 {
+        return Err(ServerError::InvalidArgument(
+            "spec.capabilities.resumability must be set (STATELESS_REPLAY or REQUIRES_MEMORY_SNAPSHOT)"
+                .into(),
+        ));
+    }
+    if pb::Resumability::try_from(resumability).is_err() {
+        return Err(ServerError::InvalidArgument(format!(
+            "spec.capabilities.resumability {resumability} is not a known value"
+        )));
+    }
+    match &spec.placement {
+        None => Err(ServerError::InvalidArgument(
+            "spec needs a placement: remote {address} or substrate {atespace, template}".into(),
+        )),
+        Some(Placement::Remote(remote)) if remote.address.is_empty() => Err(
+            ServerError::InvalidArgument("spec.remote.address is required".into()),
+        ),
+        Some(Placement::Remote(remote)) => {
+            check_harness_address(&remote.address).map_err(|why| {
+                ServerError::InvalidArgument(format!("spec.remote.address: {why}"))
+            })?;
+            Ok(remote.address.clone())
+        }
+        Some(Placement::Substrate(s)) if s.atespace.is_empty() || s.template.is_empty() => Err(
+            ServerError::InvalidArgument("spec.substrate needs atespace and template".into()),
+        ),
+        Some(Placement::Substrate(_)) => Err(ServerError::FailedPrecondition(
+            "no substrate backend is configured on this host".into(),
+        )),
+    }
+}
+
+fn entry_for(name: &str, spec: &pb::HarnessSpec) -> Result<HarnessEntry> {
+    let address = servable_address(spec)?;
+    let harness = RemoteHarness::connect_lazy(&address)
+        .map_err(|e| ServerError::FailedPrecondition(format!("harness {name:?}: {e}")))?;
+    Ok(HarnessEntry {
+        name: name.to_owned(),
+        harness: Arc::new(harness),
+        // A remote harness runs on compute this host does not snapshot.
+        capabilities: RuntimeCapabilities::default(),
+        expected_id: spec.descriptor_id.clone(),
+        source: Source::Registered,
+    })
+}
+
+fn registration(row: &HarnessRow) -> pb::HarnessRegistration {
+    pb::HarnessRegistration {
+        metadata: Some(pb::ResourceMetadata {
+            name: row.name.clone(),
+            uid: row.uid.clone(),
+            create_time: Some(timestamp_to_pb(row.created_at)),
+            update_time: Some(timestamp_to_pb(row.updated_at)),
+            ..pb::ResourceMetadata::default()
+        }),
+        spec: spec_from_json(&row.spec).ok(),
+        spec_digest: row.spec_digest.clone(),
+        state: match row.state {
+            HarnessState::Active => pb::HarnessState::Active as i32,
+            HarnessState::Retired => pb::HarnessState::Retired as i32,
+        },
+        source: pb::HarnessSource::Registered as i32,
+        retire_time: row.retired_at.map(timestamp_to_pb),
+        retire_reason: row.retire_reason.clone(),
+        ..pb::HarnessRegistration::default()
+    }
+}
+
+fn static_registration(name: &str) -> pb::HarnessRegistration {
+    pb::HarnessRegistration {
+        metadata: Some(pb::ResourceMetadata {
+            name: name.to_owned(),
+            ..pb::ResourceMetadata::default()
+        }),
+        state: pb::HarnessState::Active as i32,
+        source: pb::HarnessSource::Static as i32,
+        ..pb::HarnessRegistration::default()
+    }
+}
+
+impl RegistryService {
+    /// The registry of `sessions`' harnesses.
+    pub fn new(sessions: &SessionsService) -> Self {
+        Self {
+            journal: Arc::clone(&sessions.inner.journal),
+            harnesses: sessions.inner.harnesses.clone(),
+        }
+    }
+
+    /// The tonic service.
+    pub fn into_server(self) -> HarnessRegistryServer<Self> {
+        HarnessRegistryServer::new(self)
+    }
+
+    /// Startup (semantics §7.2): reserves the static names so no registration can take them,
+    /// then serves every stored registration this host can serve. A registration that cannot
+    /// be loaded is skipped with a warning; the rest still load.
+    ///
+    /// # Errors
+    /// A static name that already has a registration row (a collision an operator must
+    /// resolve); storage failures.
+    pub async fn load(&self) -> Result<usize> {
+        let statics = self.harnesses.static_names();
+        for name in &statics {
+            if self.journal.get_harness(name).await?.is_some() {
+                return Err(ServerError::AlreadyExists(format!(
+                    "static harness {name:?} collides with a stored registration of that name"
+                )));
+            }
+        }
+        self.journal.reserve_harness_names(&statics).await?;
+        let mut loaded = 0;
+        let mut after = String::new();
+        loop {
+            let rows = self.journal.list_harnesses(&after, MAX_PAGE, true).await?;
+            let Some(last) = rows.last() else { break };
+            after.clone_from(&last.name);
+            for row in &rows {
+                match spec_from_json(&row.spec).and_then(|spec| entry_for(&row.name, &spec)) {
+                    Ok(entry) => {
+                        if self.harnesses.register(entry) {
+                            loaded += 1;
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        component = "registry",
+                        harness = %row.name,
+                        error_kind = e.kind(),
+                        "stored registration is not served by this host"
+                    ),
+                }
+            }
+        }
+        Ok(loaded)
+    }
+
+    async fn register(
+        &self,
+        req: pb::RegisterHarnessRequest,
+    ) -> Result<pb::RegisterHarnessResponse> {
+        if !is_rfc1123_label(&req.name) {
+            return Err(ServerError::InvalidArgument(format!(
+                "name {:?} must be an RFC 1123 label (lowercase letters, digits and '-', at most 63)",
+                req.name
+            )));
+        }
+        if self.harnesses.is_static(&req.name) {
+            return Err(ServerError::AlreadyExists(format!(
+                "{:?} is a static harness of this host",
+                req.name
+            )));
+        }
+        let spec = req
+            .spec
+            .ok_or_else(|| ServerError::InvalidArgument("spec is required".into()))?;
+        let entry = entry_for(&req.name, &spec)?;
+        let (json, digest) = canonical_spec(&spec)?;
+        let (row, outcome) = self
+            .journal
+            .register_harness(&req.name, &json, &digest)
+            .await
+            .map_err(|e| match e {
+                agentsessions_journal::JournalError::HarnessExists(_) => ServerError::AlreadyExists(
+                    format!(
+                        "{:?} is registered with another spec; registrations are immutable, use a new name",
+                        req.name
+                    ),
+                ),
+                other => other.into(),
+            })?;
+        self.harnesses.register(entry);
+        Ok(pb::RegisterHarnessResponse {
+            harness: Some(registration(&row)),
+            outcome: match outcome {
+                RegisterOutcome::Created => pb::RegisterOutcome::Created,
+                RegisterOutcome::Unchanged => pb::RegisterOutcome::Unchanged,
+                RegisterOutcome::Reactivated => pb::RegisterOutcome::Reactivated,
+            } as i32,
+        })
+    }
+
+    async fn get(&self, req: pb::GetHarnessRequest) -> Result<pb::HarnessRegistration> {
+        if req.name.is_empty() {
+            return Err(ServerError::InvalidArgument("name is required".into()));
+        }
+        let mut found = if self.harnesses.is_static(&req.name) {
+            static_registration(&req.name)
+        } else {
+            match self.journal.get_harness(&req.name).await? {
+                Some(row) => registration(&row),
+                None => return Err(ServerError::HarnessNotFound(req.name.clone())),
+            }
+        };
+        match self.harnesses.resolve(&req.name) {
+            Ok(entry) if req.observe => {
+                match tokio::time::timeout(OBSERVE_TIMEOUT, entry.harness.describe()).await {
+                    Ok(Ok(descriptor)) => found.observed = Some(descriptor.into()),
+                    Ok(Err(e)) => found.observe_error = e.to_string(),
+                    Err(_) => found.observe_error = "describe timed out after 10 s".into(),
+                }
+            }
+            Ok(_) => {}
+            Err(_) => {
+                found.unservable_reason = "registered after this host started, or its spec \
+                                           cannot be served here"
+                    .into();
+            }
+        }
+        Ok(found)
+    }
+
+    async fn list(&self, req: pb::ListHarnessesRequest) -> Result<pb::ListHarnessesResponse> {
+        let size = match usize::try_from(req.page_size) {
+            Err(_) => {
+                return Err(ServerError::InvalidArgument(
+                    "page_size must not be negative".into(),
+                ));
+            }
+            Ok(0) => DEFAULT_PAGE,
+            Ok(n) => n.min(MAX_PAGE),
+        };
+        let after = if req.page_token.is_empty() {
+            String::new()
+        } else {
+            decode_token(&req.page_token)?
+        };
+        // Static names and stored rows, merged in name order, strictly after the cursor.
+        let mut merged: Vec<(String, pb::HarnessRegistration)> = self
+            .harnesses
+            .static_names()
+            .into_iter()
+            .filter(|n| *n > after)
+            .map(|n| {
+                let r = static_registration(&n);
+                (n, r)
+            })
+            .collect();
+        for row in self
+            .journal
+            .list_harnesses(&after, size + 1, req.include_retired)
+            .await?
+        {
+            merged.push((row.name.clone(), registration(&row)));
+        }
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
+        merged.dedup_by(|a, b| a.0 == b.0);
+        let more = merged.len() > size;
+        merged.truncate(size);
+        let next_page_token = match (more, merged.last()) {
+            (true, Some((name, _))) => encode_token(name),
+            _ => String::new(),
+        };
+        Ok(pb::ListHarnessesResponse {
+            harnesses: merged.into_iter().map(|(_, r)| r).collect(),
+            next_page_token,
+        })
+    }
+
+    async fn retire(&self, req: pb::RetireHarnessRequest) -> Result<pb::HarnessRegistration> {
+        if req.name.is_empty() {
+            return Err(ServerError::InvalidArgument("name is required".into()));
+        }
+        if self.harnesses.is_static(&req.name) {
+            return Err(ServerError::FailedPrecondition(format!(
+                "{:?} is a static harness; remove it from the host's configuration instead",
+                req.name
+            )));
+        }
+        if req.reason.len() > MAX_REASON_BYTES {
+            return Err(ServerError::InvalidArgument(format!(
+                "reason is {} bytes; the limit is {MAX_REASON_BYTES}",
+                req.reason.len()
+            )));
+        }
+        let row = self
+            .journal
+            .retire_harness(&req.name, &req.reason)
+            .await
+            .map_err(|e| match e {
+                agentsessions_journal::JournalError::HarnessNotFound(name) => {
+                    ServerError::HarnessNotFound(name)
+                }
+                other => other.into(),
+            })?;
+        Ok(registration(&row))
+    }
+}
+
+fn encode_token(name: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(name)
+}
+
+fn decode_token(token: &str) -> Result<String> {
+    use base64::Engine as _;
+    let bad = || {
+        ServerError::InvalidArgument(format!(
+            "page_token {token:?} was not issued by this service"
+        ))
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let name = String::from_utf8(bytes).map_err(|_| bad())?;
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok(name)
+}
+
+type Rpc<T> = std::result::Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl HarnessRegistry for RegistryService {
+    async fn register_harness(
+        &self,
+        request: Request<pb::RegisterHarnessRequest>,
+    ) -> Rpc<pb::RegisterHarnessResponse> {
+        let (metadata, _, req) = request.into_parts();
+        crate::service::traced("RegisterHarness", &metadata, self.register(req)).await
+    }
+
+    async fn get_harness(
+        &self,
+        request: Request<pb::GetHarnessRequest>,
+    ) -> Rpc<pb::HarnessRegistration> {
+        let (metadata, _, req) = request.into_parts();
+        crate::service::traced("GetHarness", &metadata, self.get(req)).await
+    }
+
+    async fn list_harnesses(
+        &self,
+        request: Request<pb::ListHarnessesRequest>,
+    ) -> Rpc<pb::ListHarnessesResponse> {
+        let (metadata, _, req) = request.into_parts();
+        crate::service::traced("ListHarnesses", &metadata, self.list(req)).await
+    }
+
+    async fn retire_harness(
+        &self,
+        request: Request<pb::RetireHarnessRequest>,
+    ) -> Rpc<pb::HarnessRegistration> {
+        let (metadata, _, req) = request.into_parts();
+        crate::service::traced("RetireHarness", &metadata, self.retire(req)).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_read_back_from_their_canonical_form_and_strictly() {
+        let spec = pb::HarnessSpec {
+            placement: Some(Placement::Remote(pb::RemotePlacement {
+                address: "127.0.0.1:9000".into(),
+            })),
+            capabilities: Some(pb::Capabilities {
+                resumability: pb::Resumability::StatelessReplay as i32,
+                fork_safe: true,
+                ..pb::Capabilities::default()
+            }),
+            descriptor_id: "echo".into(),
+        };
+        let (json, _) = canonical_spec(&spec).unwrap();
+        assert_eq!(spec_from_json(&json).unwrap(), spec);
+        for bad in [
+            r#"{"remote":{"address":"a:1"},"extra":1}"#,
+            r#"{"remote":{"address":"a:1","port":2}}"#,
+            r#"{"remote":{"address":7}}"#,
+            r#"{"capabilities":{"resumability":"SOMETIMES"}}"#,
+            r#"{"remote":{"address":"a:1"},"substrate":{"atespace":"x","template":"y"}}"#,
+            r#"[]"#,
+            "not json",
+        ] {
+            assert!(
+                matches!(spec_from_json(bad), Err(ServerError::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_rfc1123_labels() {
+        for good in ["a", "echo-2", "x1"] {
+            assert!(is_rfc1123_label(good), "{good}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", &"a".repeat(64)] {
+            assert!(!is_rfc1123_label(bad), "{bad}");
+        }
+    }
+}
