@@ -21,6 +21,7 @@ const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"li
 struct Daemon {
     child: Child,
     addr: String,
+    registry: String,
 }
 
 impl Drop for Daemon {
@@ -42,15 +43,28 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        stdout.read_line(&mut line).unwrap();
         let addr = line
             .trim()
             .strip_prefix("agentsessionsd listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Self { child, addr }
+        let mut registry = String::new();
+        if extra.contains(&"--registry-addr") {
+            stdout.read_line(&mut registry).unwrap();
+            registry = registry
+                .trim()
+                .strip_prefix("agentsessionsd registry on ")
+                .unwrap_or_else(|| panic!("unexpected second line {registry:?}"))
+                .to_owned();
+        }
+        Self {
+            child,
+            addr,
+            registry,
+        }
     }
 
     fn sigkill(mut self) {
@@ -355,4 +369,99 @@ async fn sigkill_mid_turn_then_resume_on_a_new_daemon() {
     // A second resume has nothing to re-drive and asks the model nothing.
     client.resume(&uid).await.unwrap();
     assert_eq!(model.requests(), 2);
+}
+
+// The operator listener: register a harness running in another process, use it, retire it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_on_the_operator_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let refused = Command::new(DAEMON)
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--registry-addr",
+            "0.0.0.0:0",
+            "--journal",
+        ])
+        .arg(d.join("x.db"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("loopback"));
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let harness_addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(agentsessions_harnesswire::serve_tcp_listener(
+        listener,
+        std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
+        std::future::pending(),
+    ));
+    let daemon = Daemon::start(&d.join("j.db"), &["--registry-addr", "127.0.0.1:0"]);
+    let spec = d.join("spec.json");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"{{"remote":{{"address":"{harness_addr}"}},"capabilities":{{"resumability":"RESUMABILITY_STATELESS_REPLAY"}},"descriptor_id":"echo"}}"#
+        ),
+    )
+    .unwrap();
+    let spec_arg = spec.to_str().unwrap();
+    let op = daemon.registry.as_str();
+    let out = stdout(&ctl(
+        d,
+        &[
+            "--server", op, "harness", "register", "--name", "remote", "--spec", spec_arg,
+        ],
+    ));
+    assert!(
+        out.starts_with("CREATED remote state=ACTIVE source=REGISTERED"),
+        "{out}"
+    );
+    let listed = stdout(&ctl(d, &["--server", op, "harness", "list"]));
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    let observed = stdout(&ctl(
+        d,
+        &[
+            "--server",
+            op,
+            "harness",
+            "get",
+            "--name",
+            "remote",
+            "--observe",
+        ],
+    ));
+    assert!(observed.contains("observed_id=echo"), "{observed}");
+
+    let sessions = daemon.addr.as_str();
+    let uid = stdout(&ctl(
+        d,
+        &["--server", sessions, "create", "--harness", "remote"],
+    ));
+    let turn = stdout(&ctl(
+        d,
+        &[
+            "--server",
+            sessions,
+            "exec",
+            "--session",
+            uid.trim(),
+            "over the wire",
+        ],
+    ));
+    assert!(turn.contains("echo:over the wire"), "{turn}");
+
+    stdout(&ctl(
+        d,
+        &[
+            "--server", op, "harness", "retire", "--name", "remote", "--reason", "done",
+        ],
+    ));
+    let late = ctl(d, &["--server", sessions, "create", "--harness", "remote"]);
+    assert!(!late.status.success());
+    assert!(String::from_utf8_lossy(&late.stderr).contains("FAILED_PRECONDITION"));
+    // The operator API is not on the Sessions port.
+    let wrong = ctl(d, &["--server", sessions, "harness", "list"]);
+    assert!(!wrong.status.success());
 }

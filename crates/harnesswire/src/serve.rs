@@ -15,7 +15,7 @@ use std::sync::Arc;
 use agentsessions_api::Harness;
 use agentsessions_wire::pb::harness_server::HarnessServer;
 use tokio::net::{TcpListener, UnixListener};
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 
 use crate::error::{HarnessWireError, Result};
@@ -59,7 +59,9 @@ where
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "serving harness");
     }
-    serve_incoming(TcpListenerStream::new(listener), harness, shutdown).await
+    // Frames are small and interactive: Nagle's algorithm would hold each one back.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    serve_incoming(incoming, harness, shutdown).await
 }
 
 /// Serves `harness` on a unix socket at `path` until `shutdown` completes, then removes the

@@ -39,7 +39,7 @@ use agentsessions_journal::journal::DEFAULT_PROJECT;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::SessionsServer;
 use tokio::net::{TcpListener, UnixListener};
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::wrappers::UnixListenerStream;
 
 pub use error::{Result, ServerError};
 pub use harnesses::{HarnessEntry, Harnesses};
@@ -211,9 +211,12 @@ pub async fn serve_tcp<F>(
 where
     F: Future<Output = ()> + Send,
 {
+    // Turns are many small frames each way: without TCP_NODELAY, Nagle's algorithm and delayed
+    // ACKs add tens of milliseconds to every turn.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     router(service)
         .await?
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
 }

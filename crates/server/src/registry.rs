@@ -185,7 +185,7 @@ fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
     let resumability = spec.capabilities.as_ref().map_or(0, |c| c.resumability);
     if resumability == 0 {
         return Err(ServerError::InvalidArgument(
-            "spec.capabilities.resumability must be set (STATELESS_REPLAY or REQUIRES_MEMORY_SNAPSHOT)"
+            "spec.capabilities.resumability must be set (RESUMABILITY_STATELESS_REPLAY or RESUMABILITY_REQUIRES_MEMORY_SNAPSHOT)"
                 .into(),
         ));
     }

@@ -176,6 +176,11 @@ enum Command {
         #[arg(long, default_value = "reference", value_parser = ["reference", "audit"])]
         format: String,
     },
+    /// Manage registered harnesses (the operator API: --server is the daemon's --registry-addr).
+    Harness {
+        #[command(subcommand)]
+        op: HarnessOp,
+    },
     /// Load a reference JSON journal into the local journal as a new session.
     Import {
         /// The JSON file.
@@ -183,6 +188,47 @@ enum Command {
         /// Session uid to create (default: a new uid).
         #[arg(long, default_value = "")]
         session: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum HarnessOp {
+    /// Register a harness running elsewhere under a new name.
+    Register {
+        /// Name (an RFC 1123 label).
+        #[arg(long)]
+        name: String,
+        /// File with the HarnessSpec as proto JSON, e.g.
+        /// {"remote":{"address":"127.0.0.1:9000"},"capabilities":{"resumability":"RESUMABILITY_STATELESS_REPLAY"}}
+        #[arg(long)]
+        spec: PathBuf,
+    },
+    /// Show one harness.
+    Get {
+        /// Name.
+        #[arg(long)]
+        name: String,
+        /// Also ask the harness to describe itself.
+        #[arg(long)]
+        observe: bool,
+    },
+    /// List harnesses (all pages).
+    List {
+        /// Include retired registrations.
+        #[arg(long)]
+        include_retired: bool,
+        /// Page size per request (0: the server's default; at most 500).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        page_size: i32,
+    },
+    /// Retire a registration: new sessions cannot select it, existing ones keep it.
+    Retire {
+        /// Name.
+        #[arg(long)]
+        name: String,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 
@@ -528,6 +574,125 @@ async fn tree(client: &mut Client, out: &mut Out, uid: &str) -> anyhow::Result<(
     draw(out, &children, &root, "", uid)
 }
 
+fn registration_line(r: &pb::HarnessRegistration) -> String {
+    let name = r.metadata.as_ref().map_or("", |m| m.name.as_str());
+    let state = pb::HarnessState::try_from(r.state)
+        .map_or("UNKNOWN", |s| s.as_str_name())
+        .trim_start_matches("HARNESS_STATE_");
+    let source = pb::HarnessSource::try_from(r.source)
+        .map_or("UNKNOWN", |s| s.as_str_name())
+        .trim_start_matches("HARNESS_SOURCE_");
+    let mut line = format!("{name} state={state} source={source}");
+    if let Some(pb::harness_spec::Placement::Remote(remote)) =
+        r.spec.as_ref().and_then(|s| s.placement.as_ref())
+    {
+        line.push_str(&format!(" address={}", remote.address));
+    }
+    if !r.spec_digest.is_empty() {
+        line.push_str(&format!(" digest={}", r.spec_digest));
+    }
+    if !r.retire_reason.is_empty() {
+        line.push_str(&format!(" retired: {}", r.retire_reason));
+    }
+    if let Some(observed) = &r.observed {
+        line.push_str(&format!(" observed_id={}", observed.id));
+    }
+    if !r.observe_error.is_empty() {
+        line.push_str(&format!(" observe_error: {}", r.observe_error));
+    }
+    line
+}
+
+async fn harness_command(cli: &Cli, op: &HarnessOp, out: &mut Out) -> anyhow::Result<()> {
+    use agentsessions_wire::pb::harness_registry_client::HarnessRegistryClient;
+    if cli.server.is_empty() {
+        bail!(
+            "harness commands talk to a daemon's operator listener: give --server <--registry-addr>"
+        );
+    }
+    let channel = agentsessions_harnesswire::channel(&cli.server)?;
+    let mut registry = HarnessRegistryClient::new(channel);
+    fn call<T>(message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(std::time::Duration::from_secs(30));
+        request
+    }
+    let status = |e: tonic::Status| agentsessions_client::ClientError::from(e);
+    match op {
+        HarnessOp::Register { name, spec } => {
+            let text = std::fs::read_to_string(spec)
+                .with_context(|| format!("cannot read {}", spec.display()))?;
+            let spec = agentsessions_server::registry::spec_from_json(&text)?;
+            let response = registry
+                .register_harness(call(pb::RegisterHarnessRequest {
+                    name: name.clone(),
+                    spec: Some(spec),
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            let outcome = pb::RegisterOutcome::try_from(response.outcome)
+                .map_or("UNKNOWN", |o| o.as_str_name())
+                .trim_start_matches("REGISTER_OUTCOME_");
+            let line = response
+                .harness
+                .as_ref()
+                .map(registration_line)
+                .unwrap_or_default();
+            out.line(&format!("{outcome} {line}"))
+        }
+        HarnessOp::Get { name, observe } => {
+            let r = registry
+                .get_harness(call(pb::GetHarnessRequest {
+                    name: name.clone(),
+                    observe: *observe,
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            out.line(&registration_line(&r))
+        }
+        HarnessOp::List {
+            include_retired,
+            page_size,
+        } => {
+            if *page_size < 0 {
+                bail!("--page-size must not be negative");
+            }
+            let mut token = String::new();
+            loop {
+                let page = registry
+                    .list_harnesses(call(pb::ListHarnessesRequest {
+                        page_size: *page_size,
+                        page_token: token,
+                        include_retired: *include_retired,
+                    }))
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                for r in &page.harnesses {
+                    out.line(&registration_line(r))?;
+                }
+                if page.next_page_token.is_empty() {
+                    return Ok(());
+                }
+                token = page.next_page_token;
+            }
+        }
+        HarnessOp::Retire { name, reason } => {
+            let r = registry
+                .retire_harness(call(pb::RetireHarnessRequest {
+                    name: name.clone(),
+                    reason: reason.clone(),
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            out.line(&registration_line(&r))
+        }
+    }
+}
+
 async fn local_journal(cli: &Cli) -> anyhow::Result<Arc<dyn Journal>> {
     if !cli.server.is_empty() {
         bail!("import and export work on the local journal file (--journal); drop --server");
@@ -537,6 +702,7 @@ async fn local_journal(cli: &Cli) -> anyhow::Result<Arc<dyn Journal>> {
 
 async fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
     match &cli.command {
+        Command::Harness { op } => return harness_command(&cli, op, out).await,
         Command::Export { session, format } => {
             let journal = local_journal(&cli).await?;
             let records = journal.read(session, 1, 0).await?;
@@ -727,7 +893,7 @@ async fn command(client: &mut Client, out: &mut Out, cli: Cli) -> anyhow::Result
             ))
         }
         Command::Tree { session } => tree(client, out, &session).await,
-        Command::Export { .. } | Command::Import { .. } => Ok(()),
+        Command::Export { .. } | Command::Import { .. } | Command::Harness { .. } => Ok(()),
     }
 }
 

@@ -43,6 +43,10 @@ struct Args {
     /// A harness already running elsewhere, as name=address (repeatable).
     #[arg(long = "harness")]
     harness: Vec<String>,
+    /// Operator listener for the HarnessRegistry admin API: a literal loopback IP and port
+    /// (e.g. 127.0.0.1:8081); never served on the Sessions port.
+    #[arg(long)]
+    registry_addr: Option<SocketAddr>,
     /// TOML file with any of the settings above (flags win).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -118,12 +122,53 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let (addr, config) = merged(&args)?;
+    if let Some(registry) = args.registry_addr {
+        if !registry.ip().is_loopback() {
+            anyhow::bail!(
+                "--registry-addr {registry}: the operator API listens only on a loopback IP \
+                 (127.0.0.1 or [::1])"
+            );
+        }
+        if registry.port() != 0 && registry.port() == addr.port() {
+            anyhow::bail!(
+                "--registry-addr must not share the Sessions port {}",
+                addr.port()
+            );
+        }
+    }
     let journal = open_journal(&config.journal).await?;
     let assembled = build_service(journal, &config)?;
+    let registry = agentsessions_server::RegistryService::new(&assembled.service);
+    let registered = registry
+        .load()
+        .await
+        .context("loading the harness registry")?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
+    let mut operator_bound = None;
+    if let Some(registry_addr) = args.registry_addr {
+        let operator = tokio::net::TcpListener::bind(registry_addr)
+            .await
+            .with_context(|| format!("cannot listen on {registry_addr}"))?;
+        let operator_addr = operator
+            .local_addr()
+            .context("reading the registry address")?;
+        tracing::info!(component = "grpc", address = %operator_addr, "HarnessRegistry listening");
+        operator_bound = Some(operator_addr);
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(operator).with_nodelay(Some(true));
+        tokio::spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .add_service(registry.into_server())
+                .serve_with_incoming_shutdown(incoming, shutdown_signal())
+                .await;
+            if let Err(e) = served {
+                tracing::error!(component = "grpc", error = %e, "HarnessRegistry listener failed");
+            }
+        });
+    }
     tracing::info!(
         component = "grpc",
         address = %bound,
@@ -131,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
         harnesses = ?assembled.harnesses,
         default_harness = %assembled.default_harness,
         model = %assembled.model,
+        registered,
         "agentsessionsd started"
     );
     // A stable line on stdout so scripts and tests can wait for readiness and learn the port.
@@ -138,6 +184,9 @@ async fn main() -> anyhow::Result<()> {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         writeln!(out, "agentsessionsd listening on {bound}")?;
+        if let Some(operator) = operator_bound {
+            writeln!(out, "agentsessionsd registry on {operator}")?;
+        }
         out.flush()?;
     }
 
