@@ -60,7 +60,7 @@ fn main() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     runtime.block_on(async {
         let path = dir.path().join("bench.db");
-        let journal = open_journal(path.to_str().unwrap()).await.unwrap();
+        let journal = open_journal(path.to_str().unwrap(), "").await.unwrap();
         let assembled = build_service(journal, &HostConfig::default()).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();

@@ -51,6 +51,9 @@ pub struct HostConfig {
     pub addr: String,
     /// SQLite file path, or a `postgres://` URL.
     pub journal: String,
+    /// Postgres schema holding the journal's tables (default `agentsessions`); hosts sharing a
+    /// journal use the same one.
+    pub journal_schema: String,
     /// Project used when a request names none.
     pub project: String,
     /// Model for the chat harness; empty serves only the echo harness with the offline model.
@@ -85,17 +88,22 @@ pub fn redact(address: &str) -> String {
 }
 
 /// Opens the journal at `address`: `postgres://…`/`postgresql://…` for the Postgres journal
-/// shared by many hosts, anything else as a SQLite file path (created when missing).
+/// shared by many hosts (in `schema`, empty for the default), anything else as a SQLite file
+/// path (created when missing).
 ///
 /// # Errors
 /// [`HostError::Journal`].
-pub async fn open_journal(address: &str) -> Result<Arc<dyn Journal>, HostError> {
+pub async fn open_journal(address: &str, schema: &str) -> Result<Arc<dyn Journal>, HostError> {
     let failed = |reason: String| HostError::Journal {
         address: redact(address),
         reason,
     };
     if address.starts_with("postgres://") || address.starts_with("postgresql://") {
-        let journal = PostgresJournal::connect(address, PostgresOptions::default())
+        let mut options = PostgresOptions::default();
+        if !schema.is_empty() {
+            schema.clone_into(&mut options.schema);
+        }
+        let journal = PostgresJournal::connect(address, options)
             .await
             .map_err(|e| failed(e.to_string()))?;
         return Ok(Arc::new(journal));

@@ -280,6 +280,7 @@ pub struct CountingEndpoint {
     /// `http://127.0.0.1:<port>`.
     pub base_url: String,
     requests: Arc<AtomicU64>,
+    release: tokio::sync::watch::Sender<bool>,
 }
 
 impl CountingEndpoint {
@@ -291,13 +292,28 @@ impl CountingEndpoint {
         Self::start_holding(body, 0).await
     }
 
-    /// Like [`CountingEndpoint::start`], but the first `hold` requests are counted and never
-    /// answered (the connection stays open): a model call in flight when a host dies.
+    /// Like [`CountingEndpoint::start`], but the first `hold` requests are counted and left
+    /// unanswered (the connection stays open) until [`CountingEndpoint::release_held`]: a model
+    /// call in flight when a host dies or stalls.
     ///
     /// # Panics
     /// When no loopback port can be bound.
     pub async fn start_holding(body: &'static str, hold: u64) -> Self {
+        Self::start_full(body, None, hold).await
+    }
+
+    /// [`CountingEndpoint::start_holding`] that answers a request asking for a stream
+    /// (`"stream":true` in its body) with `stream_body` as `text/event-stream`.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start_full(
+        body: &'static str,
+        stream_body: Option<&'static str>,
+        hold: u64,
+    ) -> Self {
         let held = Arc::new(AtomicU64::new(hold));
+        let (release, released) = tokio::sync::watch::channel(false);
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback port");
@@ -308,20 +324,27 @@ impl CountingEndpoint {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let counter = Arc::clone(&counter);
                 let held = Arc::clone(&held);
+                let mut released = released.clone();
                 tokio::spawn(async move {
-                    if read_request(&mut socket).await.is_some() {
+                    if let Some(request) = read_request(&mut socket).await {
                         counter.fetch_add(1, Ordering::SeqCst);
+                        let streaming = String::from_utf8_lossy(&request)
+                            .replace(' ', "")
+                            .contains("\"stream\":true");
+                        let (content_type, body) = match stream_body {
+                            Some(sse) if streaming => ("text/event-stream", sse),
+                            _ => ("application/json", body),
+                        };
                         let hold = held
                             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                             .is_ok();
                         if hold {
-                            // Keep the socket open until the caller goes away.
-                            let mut sink = [0_u8; 64];
-                            while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
-                            return;
+                            // Answer only when released; a caller that goes away first just
+                            // closes the socket.
+                            let _ = released.wait_for(|go| *go).await;
                         }
                         let answer = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                             body.len()
                         );
                         let _ = socket.write_all(answer.as_bytes()).await;
@@ -333,7 +356,13 @@ impl CountingEndpoint {
         Self {
             base_url: format!("http://127.0.0.1:{port}"),
             requests,
+            release,
         }
+    }
+
+    /// Answers every held request.
+    pub fn release_held(&self) {
+        self.release.send_replace(true);
     }
 
     /// Requests answered so far.

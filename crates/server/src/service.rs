@@ -275,8 +275,9 @@ impl Inner {
                 .and_then(|scan| scan.selected().map(|gate| !gate.completed))
                 .unwrap_or(false)
         };
-        if recovery
-            && let Some(expected) = req.expected_last_seq
+        // A stale cursor is refused before a fence is minted: minting would supersede the
+        // writer that moved the head (on another host) and cost it its turn.
+        if let Some(expected) = req.expected_last_seq
             && expected != info.last_seq
         {
             return Err(JournalError::Conflict {

@@ -301,7 +301,7 @@ async fn connect(cli: &Cli) -> anyhow::Result<(Client, Option<Embedded>)> {
         let client = Client::dial(&cli.server)?.with_project(cli.project.clone());
         return Ok((client, None));
     }
-    let journal = open_journal(&cli.journal).await?;
+    let journal = open_journal(&cli.journal, "").await?;
     let assembled = build_service(
         journal,
         &HostConfig {
@@ -697,7 +697,7 @@ async fn local_journal(cli: &Cli) -> anyhow::Result<Arc<dyn Journal>> {
     if !cli.server.is_empty() {
         bail!("import and export work on the local journal file (--journal); drop --server");
     }
-    Ok(open_journal(&cli.journal).await?)
+    Ok(open_journal(&cli.journal, "").await?)
 }
 
 async fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {

@@ -25,6 +25,9 @@ struct Args {
     /// Journal: a SQLite file path, or a postgres:// URL shared by several hosts.
     #[arg(long, env = "AGENTSESSIONS_JOURNAL")]
     journal: Option<String>,
+    /// Postgres schema of a shared journal (default agentsessions).
+    #[arg(long)]
+    journal_schema: Option<String>,
     /// Project used when a request names none.
     #[arg(long)]
     project: Option<String>,
@@ -74,6 +77,7 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
         }
     };
     set(&mut host.journal, &args.journal, "agentsessions.db");
+    set(&mut host.journal_schema, &args.journal_schema, "");
     set(&mut host.project, &args.project, "default");
     set(&mut host.model, &args.model, "");
     set(&mut host.model_base_url, &args.model_base_url, "");
@@ -136,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
-    let journal = open_journal(&config.journal).await?;
+    let journal = open_journal(&config.journal, &config.journal_schema).await?;
     let assembled = build_service(journal, &config)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
     let registered = registry
