@@ -89,14 +89,14 @@ mod tests {
         );
         let second = record(
             2,
-            &first.hash.clone(),
+            &first.hash,
             Event::new(
                 EventKind::Output,
                 EventBody::Message(Message::text_message("assistant", "ok")),
             ),
         );
         let records = vec![first, second];
-        assert!(verify_records(&records).is_ok());
+        assert_eq!(verify_records(&records).map(|s| s.records).ok(), Some(2));
         let text = audit_json("s\"1", &records).unwrap_or_default();
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         assert_eq!(parsed["format"], AUDIT_FORMAT);
