@@ -266,6 +266,12 @@ impl Inner {
             req.session.clone()
         };
         let (info, tail) = self.live_session(&uid).await?;
+        // The session frame goes first, before anything can refuse the turn, so even a failed
+        // turn tells the client which session it was on (semantics §2.2 step 5).
+        send(
+            &tx,
+            Update::Session(render_with(info.clone(), &tail, self.guards.is_busy(&uid))),
+        );
         let held = Arc::new(self.guards.try_take(&uid)?);
         // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
         let recovery = inputs.is_empty() && {
@@ -295,7 +301,6 @@ impl Inner {
         let entry = self.harnesses.resolve(&name)?;
         entry.admit().await?;
         let fence = self.journal.new_fence(&uid).await?;
-        send(&tx, Update::Session(render_with(info, &tail, true)));
 
         let observer = Arc::new(StreamObserver {
             tx: tx.clone(),

@@ -756,7 +756,9 @@ async fn bad_input_gets_the_table_code() {
     counter.harness = "counter".into();
     let (frames, status) = exec(c, counter).await;
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
-    assert!(frames.is_empty());
+    assert_eq!(kinds(&frames), ["SESSION"], "only the session frame");
+    let uid = session_uid(&frames);
+    assert_eq!(get(c, &uid).await.last_seq, 0, "nothing journaled");
 
     // Still serving.
     let (_, status) = exec(c, exec_request("", "still here")).await;
