@@ -3,6 +3,10 @@
 //! (every record fsync'd before it is acknowledged). The service is the daemon's own assembly
 //! (`host::build_service`), served in this process so one binary measures both ends.
 //!
+//! Then, unless `BENCH_POSTGRES=off`, the same 64 concurrent sessions spread over 1, 2 and 3
+//! hosts (each its own service and connection pool) sharing one Postgres journal
+//! (`BENCH_POSTGRES_URL`, default the local server), in a fresh schema dropped afterwards.
+//!
 //! Run with `cargo bench -p agentsessions-cli --bench grpc`; `BENCH_QUICK=1` for a smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
 
@@ -95,5 +99,57 @@ fn main() {
             latencies,
             started.elapsed(),
         );
+
+        if std::env::var("BENCH_POSTGRES").as_deref() != Ok("off") {
+            postgres_hosts(concurrent_turns).await;
+        }
     });
+}
+
+/// Serves a fresh service over `url`/`schema` on a loopback port; returns a client.
+async fn postgres_host(url: &str, schema: &str) -> Client {
+    let journal = open_journal(url, schema).await.unwrap();
+    let assembled = build_service(journal, &HostConfig::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(agentsessions_server::serve_tcp(
+        listener,
+        assembled.service,
+        std::future::pending(),
+    ));
+    Client::dial(&addr).unwrap()
+}
+
+async fn postgres_hosts(turns: usize) {
+    let url = std::env::var("BENCH_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    for hosts in 1..=3 {
+        let schema = format!("bench_grpc_{}_{hosts}", std::process::id());
+        let mut clients = Vec::new();
+        for _ in 0..hosts {
+            clients.push(postgres_host(&url, &schema).await);
+        }
+        session_turns(clients[0].clone(), 3).await;
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..64)
+            .map(|i| tokio::spawn(session_turns(clients[i % hosts].clone(), turns)))
+            .collect();
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await.unwrap());
+        }
+        report(
+            &format!("turn via gRPC, 64 sessions, {hosts} host(s), Postgres"),
+            latencies,
+            started.elapsed(),
+        );
+        let _ = std::process::Command::new("psql")
+            .args([
+                &url,
+                "-q",
+                "-c",
+                &format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
+            ])
+            .output();
+    }
 }
