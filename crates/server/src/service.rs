@@ -217,6 +217,31 @@ impl Inner {
         Ok(())
     }
 
+    /// A per-turn harness override (semantics §7.3): allowed between static harnesses only; a
+    /// session on a registered harness, or an override naming one, is pinned.
+    fn check_override(&self, uid: &str, stored: &str, requested: &str) -> Result<()> {
+        let stored_name = if stored.is_empty() {
+            self.harnesses.default_name()
+        } else {
+            stored.to_owned()
+        };
+        if requested == stored_name {
+            return Ok(());
+        }
+        let registered = |name: &str| {
+            self.harnesses
+                .resolve(name)
+                .is_ok_and(|e| e.source == Source::Registered)
+        };
+        if registered(&stored_name) || registered(requested) {
+            return Err(ServerError::FailedPrecondition(format!(
+                "session {uid:?} is pinned to harness {stored_name:?}; a registered harness \
+                 cannot be swapped for one turn (create a new session, or fork, instead)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Creates a session row exactly as CreateSession does (semantics §2.2 step 1).
     async fn create(&self, session: Session) -> Result<String> {
         let entry = self.harnesses.resolve(&session.harness)?;
@@ -296,6 +321,7 @@ impl Inner {
         let name = if req.harness.is_empty() || recovery {
             info.row.harness.clone()
         } else {
+            self.check_override(&uid, &info.row.harness, &req.harness)?;
             req.harness.clone()
         };
         let entry = self.harnesses.resolve(&name)?;

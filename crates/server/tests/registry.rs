@@ -146,6 +146,48 @@ async fn register_serve_list_retire() {
     // Served at once: a session on it runs a turn over Harness.Connect.
     assert_eq!(exec_on(&mut h, "remote-echo").await.unwrap(), 5);
 
+    // Pinning (semantics §7.3): no per-turn swap to or from a registered harness.
+    for (stored, requested) in [("echo", "remote-echo"), ("remote-echo", "echo")] {
+        let session = h
+            .sessions
+            .create_session(pb::CreateSessionRequest {
+                session: Some(pb::Session {
+                    harness: stored.into(),
+                    ..pb::Session::default()
+                }),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut stream = h
+            .sessions
+            .exec(pb::ExecRequest {
+                session: session.metadata.unwrap().uid,
+                inputs: vec![pb::Message::from(Message::text_message("user", "hi"))],
+                harness: requested.into(),
+                ..pb::ExecRequest::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut status = None;
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    status = Some(e.code());
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            status,
+            Some(Code::FailedPrecondition),
+            "{stored} -> {requested}"
+        );
+    }
+
     // Refusals.
     let cases = [
         ("remote-echo", spec(&address, "other"), Code::AlreadyExists),
