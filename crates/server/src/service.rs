@@ -11,6 +11,7 @@ use agentsessions_api::{
     Message, ModelProvider, Session, SnapshotRef, Timestamp,
 };
 use agentsessions_controller::approval::ApprovalScan;
+use agentsessions_controller::log::ExecutionLog;
 use agentsessions_controller::{
     Cancellations, Controller, ControllerError, ExecRequest, Observer, ToolExecutor,
 };
@@ -515,7 +516,7 @@ impl Inner {
         required(uid, "session")?;
         let (info, _tail) = self.live_session(uid).await?;
         let held = self.guards.try_take(uid)?;
-        let entry = self.harnesses.resolve(&info.row.harness)?;
+        let entry = self.resume_harness(uid, &info).await?;
         entry.admit().await?;
         let fence = self.journal.new_fence(uid).await?;
         match self.controller(&entry, uid, fence).resume().await {
@@ -533,6 +534,31 @@ impl Inner {
         }
         drop(held);
         self.rendered(uid).await
+    }
+
+    /// The harness a resume re-drives with (semantics §4.3 step 2): the one the pending
+    /// execution recorded in its EXECUTION_START (a per-turn override included), else the
+    /// session's. A recorded name this host does not serve is refused, never swapped.
+    async fn resume_harness(&self, uid: &str, info: &SessionInfo) -> Result<HarnessEntry> {
+        let records = self.journal.read(uid, 1, info.last_seq).await?;
+        let recorded = ExecutionLog::read(&records)
+            .ok()
+            .and_then(|log| {
+                log.last()
+                    .filter(|e| !e.completed())
+                    .and_then(|e| e.start.as_ref())
+                    .map(|start| start.harness.clone())
+            })
+            .filter(|name| !name.is_empty());
+        match recorded {
+            Some(name) => self.harnesses.resolve(&name).map_err(|_| {
+                ServerError::FailedPrecondition(format!(
+                    "the interrupted turn of session {uid:?} ran on harness {name:?}, which this \
+                     host does not serve; resume it on a host that does"
+                ))
+            }),
+            None => self.harnesses.resolve(&info.row.harness),
+        }
     }
 
     async fn cancel(&self, req: pb::CancelRequest) -> Result<pb::Session> {

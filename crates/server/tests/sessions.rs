@@ -764,3 +764,84 @@ async fn bad_input_gets_the_table_code() {
     let (_, status) = exec(c, exec_request("", "still here")).await;
     assert_eq!(status.code(), Code::Ok);
 }
+
+/// Echo on the first run, then fails: a turn interrupted after its model call.
+#[derive(Debug, Default)]
+struct BreaksOnce(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl Harness for BreaksOnce {
+    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
+        Ok(descriptor("breaks-once"))
+    }
+
+    async fn run(&self, start: &Start, sink: &dyn EventSink) -> agentsessions_api::Result<()> {
+        let text = start.inputs.last().map(Message::text).unwrap_or_default();
+        sink.model(agentsessions_api::ModelRequest {
+            model: "echo".into(),
+            messages: vec![Message::text_message("user", text)],
+            ..agentsessions_api::ModelRequest::default()
+        })
+        .await?;
+        if !self.0.swap(true, Ordering::SeqCst) {
+            return Err(agentsessions_api::ApiError::status(
+                agentsessions_api::StatusCode::Unavailable,
+                "lost the harness mid-turn",
+            ));
+        }
+        Ok(())
+    }
+}
+
+// semantics §4.3 step 2: resume re-drives with the harness the pending turn recorded, even when
+// that turn overrode the session's harness.
+#[tokio::test]
+async fn resume_uses_the_harness_the_turn_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal: Arc<dyn Journal> =
+        Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let none = RuntimeCapabilities::default();
+    let service = ServerBuilder::new(Arc::clone(&journal), Arc::new(EchoModel::new()))
+        .harness("echo", Arc::new(EchoHarness::new()), none)
+        .harness("flaky", Arc::new(BreaksOnce::default()), none)
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_tcp(listener, service, std::future::pending()));
+    let mut client =
+        SessionsClient::new(agentsessions_harnesswire::channel(&addr.to_string()).unwrap());
+    let created = client
+        .create_session(pb::CreateSessionRequest { session: None })
+        .await
+        .unwrap()
+        .into_inner();
+    let uid = created.metadata.unwrap().uid;
+    let mut request = exec_request(&uid, "one");
+    request.harness = "flaky".into();
+    let (_, status) = exec(&mut client, request).await;
+    assert_ne!(status.code(), Code::Ok, "the first run breaks");
+    assert_eq!(
+        get(&mut client, &uid).await.harness,
+        "",
+        "the session keeps its default"
+    );
+    let resumed = client
+        .resume(pb::ResumeRequest {
+            session: uid.clone(),
+            boot: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let records = replay(&mut client, &uid, 0, 0).await;
+    let ends = records
+        .iter()
+        .filter(|r| r.event.as_ref().unwrap().kind == pb::EventKind::EventEnd as i32)
+        .count();
+    assert_eq!(
+        ends, 1,
+        "the interrupted turn completed on the harness it started on"
+    );
+    assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeLive);
+}
