@@ -62,6 +62,30 @@ async fn turns(name: &str, journal: Arc<dyn Journal>, sessions: usize) {
     );
 }
 
+/// Turn latency on one long-lived session, measured over the last `window` of `turns` turns:
+/// shows what a growing history costs each turn.
+async fn long_session(name: &str, journal: Arc<dyn Journal>, turns: usize, window: usize) {
+    let harness = Arc::new(EchoHarness::new());
+    let model = Arc::new(EchoModel::new());
+    let controller = Controller::new(journal, harness, model, "long-lived");
+    let mut latencies = Vec::with_capacity(window);
+    let start = Instant::now();
+    for t in 0..turns {
+        let begun = Instant::now();
+        controller.exec(request(t)).await.unwrap();
+        if t >= turns - window {
+            latencies.push(begun.elapsed());
+        }
+    }
+    let elapsed = start.elapsed();
+    latencies.sort_unstable();
+    println!(
+        "{name:<34} {turns:>6} turns, last {window}: p50 {:>9.3?}  p99 {:>9.3?}  (all in {elapsed:.2?})",
+        percentile(&latencies, 500),
+        percentile(&latencies, 990),
+    );
+}
+
 async fn replay(name: &str, journal: Arc<dyn Journal>, turns: usize) {
     let harness = Arc::new(EchoHarness::new());
     let model = Arc::new(EchoModel::new());
@@ -111,5 +135,9 @@ fn main() {
         let sqlite: Arc<dyn Journal> =
             Arc::new(SqliteJournal::open(dir.path().join("replay.db")).unwrap());
         replay("replay, SQLite journal", sqlite, replay_turns).await;
+        let (long, window) = if quick { (100, 20) } else { (2_000, 100) };
+        let sqlite: Arc<dyn Journal> =
+            Arc::new(SqliteJournal::open(dir.path().join("long.db")).unwrap());
+        long_session("turn, long session, SQLite", sqlite, long, window).await;
     });
 }
