@@ -845,3 +845,143 @@ async fn resume_uses_the_harness_the_turn_recorded() {
     );
     assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeLive);
 }
+
+/// Asks the model once, then hangs (first life) or finishes (second life): a harness process
+/// that dies mid-turn and comes back.
+#[derive(Debug)]
+struct HangsAfterModel {
+    hang: bool,
+}
+
+#[async_trait::async_trait]
+impl Harness for HangsAfterModel {
+    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
+        Ok(descriptor("echo"))
+    }
+
+    async fn run(&self, start: &Start, sink: &dyn EventSink) -> agentsessions_api::Result<()> {
+        let text = start.inputs.last().map(Message::text).unwrap_or_default();
+        sink.model(agentsessions_api::ModelRequest {
+            model: "echo".into(),
+            messages: vec![Message::text_message("user", text)],
+            ..agentsessions_api::ModelRequest::default()
+        })
+        .await?;
+        if self.hang {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+        }
+        sink.output("done".into()).await
+    }
+}
+
+/// A TCP relay standing in for the harness process's sockets: aborting it drops every
+/// connection at once, as the kernel does when a process dies.
+fn relay(listener: TcpListener, target: std::net::SocketAddr) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut pipes = tokio::task::JoinSet::new();
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            pipes.spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    })
+}
+
+async fn harness_server(harness: HangsAfterModel) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(agentsessions_harnesswire::serve_tcp_listener(
+        listener,
+        Arc::new(harness),
+        std::future::pending(),
+    ));
+    addr
+}
+
+// A harness in another process killed mid-turn: the turn fails without losing what was
+// recorded, and once the harness is back a Resume re-drives it without asking the model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_harness_killed_mid_turn_is_re_driven_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal: Arc<dyn Journal> =
+        Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let first = harness_server(HangsAfterModel { hang: true }).await;
+    let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let harness_addr = front.local_addr().unwrap();
+    let first_life = relay(front, first);
+    let model = Arc::new(agentsessions_model::CountingProvider::new(EchoModel::new()));
+    let remote =
+        agentsessions_harnesswire::RemoteHarness::connect_lazy(&harness_addr.to_string()).unwrap();
+    let service = ServerBuilder::new(Arc::clone(&journal), model.clone())
+        .harness("remote", Arc::new(remote), RuntimeCapabilities::default())
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_tcp(listener, service, std::future::pending()));
+    let mut client =
+        SessionsClient::new(agentsessions_harnesswire::channel(&addr.to_string()).unwrap());
+
+    let mut runner = client.clone();
+    let turn = tokio::spawn(async move { exec(&mut runner, exec_request("", "work")).await });
+    for _ in 0..1000 {
+        if model.calls() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(model.calls(), 1);
+    // The harness process dies: every socket it held closes.
+    first_life.abort();
+    let (frames, status) = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        status.code(),
+        Code::Ok,
+        "a stream that closes without END is a failed run"
+    );
+    let uid = session_uid(&frames);
+    let before = replay(&mut client, &uid, 0, 0).await;
+    assert!(
+        before
+            .iter()
+            .any(|r| r.event.as_ref().unwrap().kind == pb::EventKind::EventModelCall as i32),
+        "the model call stays recorded"
+    );
+
+    // The harness comes back on the same address.
+    let second = harness_server(HangsAfterModel { hang: false }).await;
+    let _second_life = relay(TcpListener::bind(harness_addr).await.unwrap(), second);
+    client
+        .resume(pb::ResumeRequest {
+            session: uid.clone(),
+            boot: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        model.calls(),
+        1,
+        "the recorded answer is served, not asked again"
+    );
+    let records = replay(&mut client, &uid, 0, 0).await;
+    assert_eq!(&records[..before.len()], &before[..]);
+    let last_kinds: Vec<i32> = records
+        .iter()
+        .rev()
+        .take(2)
+        .map(|r| r.event.as_ref().unwrap().kind)
+        .collect();
+    assert_eq!(
+        last_kinds,
+        [
+            pb::EventKind::EventLifecycle as i32,
+            pb::EventKind::EventEnd as i32
+        ],
+        "END, then the RESUME marker"
+    );
+}
