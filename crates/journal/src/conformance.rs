@@ -14,7 +14,9 @@ use agentsessions_wire::{content_hash, pb};
 
 use crate::chain::verify_records;
 use crate::error::JournalError;
+use crate::export::load_records;
 use crate::journal::{HarnessState, Journal, ListQuery, RegisterOutcome, SessionRow};
+use crate::record::LogRecord;
 
 /// Instantiates every conformance case as a `#[tokio::test]` for a backend. `$make` is an
 /// expression yielding a fresh `Arc<dyn Journal>` (it may use `tempfile`, held in the closure).
@@ -35,6 +37,15 @@ macro_rules! journal_conformance {
             harness_registry_outcomes,
             concurrent_writers_one_session_no_gap_no_duplicate,
             many_sessions_append_concurrently,
+            fork_shares_the_parent_prefix_and_links_the_first_own_record,
+            fork_refuses_bad_points_unknown_parents_and_taken_children,
+            parent_growth_and_later_forks_never_change_a_child,
+            forks_of_forks_read_the_whole_chain,
+            fork_children_keep_cas_and_fences,
+            fork_carries_the_projection_at_the_fork_point,
+            put_session_cannot_repoint_a_shared_prefix,
+            copied_prefix_children_read_as_plain_sessions,
+            concurrent_forks_and_parent_appends,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -517,5 +528,445 @@ pub async fn many_sessions_append_concurrently(j: Arc<dyn Journal>) {
         let records = j.read(&session, 1, 0).await.unwrap();
         assert_eq!(records.len(), 20);
         verify_records(&records).unwrap();
+    }
+}
+
+async fn fill(j: &Arc<dyn Journal>, session: &str, n: i64) -> Vec<LogRecord> {
+    let head = j.head(session).await.unwrap();
+    let fence = j.session_info(session).await.map_or(0, |i| i.fence);
+    let events: Vec<Event> = (1..=n).map(|i| input(&format!("{session}/{i}"))).collect();
+    j.append_batch(session, head, fence, events).await.unwrap()
+}
+
+fn fork_marker(parent: &str, at: i64) -> Event {
+    Event::new(
+        EventKind::Lifecycle,
+        EventBody::Lifecycle(Lifecycle {
+            kind: LifecycleKind::Fork,
+            detail: format!("{parent}@{at}"),
+            ..Lifecycle::default()
+        }),
+    )
+}
+
+/// Forks `child` off `parent` at `at` and appends the FORK marker with the minted fence.
+async fn fork_with_marker(j: &Arc<dyn Journal>, parent: &str, at: i64, child: &str) -> LogRecord {
+    let fence = j.fork_session(parent, at, child).await.unwrap();
+    j.append(child, at, fence, fork_marker(parent, at))
+        .await
+        .unwrap()
+}
+
+fn envelopes(records: &[LogRecord]) -> Vec<(i64, String, String)> {
+    records
+        .iter()
+        .map(|r| (r.seq, r.prev_hash.clone(), r.hash.clone()))
+        .collect()
+}
+
+// semantics §1.3, §4.4: a child's prefix is the parent's chain verbatim; its first own record
+// links to parent@fork_seq
+pub async fn fork_shares_the_parent_prefix_and_links_the_first_own_record(j: Arc<dyn Journal>) {
+    j.put_session(SessionRow {
+        uid: "p".into(),
+        project: "proj".into(),
+        harness: "echo".into(),
+        model: "m".into(),
+        name: "parent".into(),
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    let parent = fill(&j, "p", 5).await;
+    let fence = j.fork_session("p", 3, "c").await.unwrap();
+    assert!(fence >= 1);
+    assert_eq!(j.head("c").await.unwrap(), 3);
+    assert_eq!(j.read("c", 1, 0).await.unwrap(), parent[..3].to_vec());
+    let info = j.session_info("c").await.unwrap();
+    assert_eq!((info.last_seq, info.fence), (3, fence));
+    assert_eq!((info.row.parent_uid.as_str(), info.row.fork_seq), ("p", 3));
+    assert_eq!(
+        (info.row.project.as_str(), info.row.harness.as_str()),
+        ("proj", "echo")
+    );
+    assert_eq!(info.row.model, "m");
+    assert!(info.row.name.is_empty(), "the name is never inherited");
+    assert_eq!(info.compute_state, ComputeState::Live);
+    let marker = j.append("c", 3, fence, fork_marker("p", 3)).await.unwrap();
+    assert_eq!(marker.seq, 4);
+    assert_eq!(marker.prev_hash, parent[2].hash);
+    assert_eq!(
+        marker.hash,
+        content_hash(&parent[2].hash, 4, &pb::Event::from(&fork_marker("p", 3))).unwrap()
+    );
+    let chain = j.read("c", 0, 0).await.unwrap();
+    assert_eq!(chain.len(), 4);
+    assert_eq!(verify_records(&chain).unwrap().head_hash, marker.hash);
+    assert_eq!(
+        j.session_info("c").await.unwrap().compute_state,
+        ComputeState::Cold
+    );
+    // Windows across the fork point.
+    let seqs = |v: Vec<LogRecord>| v.into_iter().map(|r| r.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(j.read("c", 2, 4).await.unwrap()), vec![2, 3, 4]);
+    assert_eq!(seqs(j.read("c", 4, 0).await.unwrap()), vec![4]);
+    assert_eq!(seqs(j.read("c", 0, 2).await.unwrap()), vec![1, 2]);
+    assert!(j.read("c", 5, 0).await.unwrap().is_empty());
+    // The parent is untouched and a fork at its head works too.
+    assert_eq!(j.read("p", 1, 0).await.unwrap(), parent);
+    j.fork_session("p", 5, "c-head").await.unwrap();
+    assert_eq!(j.read("c-head", 0, 0).await.unwrap(), parent);
+}
+
+// semantics §4.4: the fork point is a committed record, the parent exists, the child is new;
+// a refusal writes nothing
+pub async fn fork_refuses_bad_points_unknown_parents_and_taken_children(j: Arc<dyn Journal>) {
+    fill(&j, "p", 3).await;
+    for at in [0, -1, 4] {
+        assert!(
+            matches!(
+                j.fork_session("p", at, "c").await,
+                Err(JournalError::InvalidArgument(_))
+            ),
+            "at {at}"
+        );
+    }
+    assert!(matches!(
+        j.fork_session("ghost", 1, "c").await,
+        Err(JournalError::SessionNotFound(_))
+    ));
+    // A parent with a row but no records has no fork point.
+    j.put_session(SessionRow {
+        uid: "empty".into(),
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    assert!(matches!(
+        j.fork_session("empty", 1, "c").await,
+        Err(JournalError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        j.session_info("c").await,
+        Err(JournalError::SessionNotFound(_))
+    ));
+    assert_eq!(j.head("c").await.unwrap(), 0);
+    // A child that has a row, records, or is already a child is taken.
+    j.put_session(SessionRow {
+        uid: "has-row".into(),
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    fill(&j, "has-log", 1).await;
+    j.fork_session("p", 1, "done").await.unwrap();
+    for child in ["has-row", "has-log", "done", "p"] {
+        assert!(
+            matches!(
+                j.fork_session("p", 2, child).await,
+                Err(JournalError::SessionExists(_))
+            ),
+            "{child}"
+        );
+    }
+    assert_eq!(j.head("has-log").await.unwrap(), 1);
+    assert_eq!(j.head("done").await.unwrap(), 1);
+    assert_eq!(j.head("p").await.unwrap(), 3);
+    assert!(matches!(
+        j.fork_session("", 1, "x").await,
+        Err(JournalError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        j.fork_session("p", 1, "").await,
+        Err(JournalError::InvalidArgument(_))
+    ));
+}
+
+// semantics §4.4: appending to or forking the parent afterwards never changes what a child reads
+pub async fn parent_growth_and_later_forks_never_change_a_child(j: Arc<dyn Journal>) {
+    fill(&j, "p", 6).await;
+    fork_with_marker(&j, "p", 2, "early").await;
+    let early_fence = j.session_info("early").await.unwrap().fence;
+    fill(&j, "early", 2).await;
+    let before = j.read("early", 0, 0).await.unwrap();
+    let info_before = j.session_info("early").await.unwrap();
+    assert_eq!(before.len(), 5);
+    // The parent grows, is forked again (at, before and after the first fork point) and its
+    // new children grow.
+    fill(&j, "p", 10).await;
+    fork_with_marker(&j, "p", 2, "same-point").await;
+    fork_with_marker(&j, "p", 1, "before").await;
+    fork_with_marker(&j, "p", 16, "after").await;
+    fill(&j, "same-point", 3).await;
+    fill(&j, "p", 1).await;
+    assert_eq!(j.read("early", 0, 0).await.unwrap(), before);
+    let info = j.session_info("early").await.unwrap();
+    assert_eq!(
+        (info.last_seq, info.fence, info.compute_state),
+        (5, early_fence, info_before.compute_state)
+    );
+    // Siblings at the same point share the prefix and diverge after it.
+    let sibling = j.read("same-point", 0, 0).await.unwrap();
+    assert_eq!(sibling[..2], before[..2]);
+    assert_ne!(sibling[3].hash, before[3].hash);
+    for child in ["early", "same-point", "before", "after", "p"] {
+        verify_records(&j.read(child, 0, 0).await.unwrap()).unwrap();
+    }
+    assert_eq!(j.head("after").await.unwrap(), 17);
+    assert_eq!(j.head("p").await.unwrap(), 17);
+}
+
+// semantics §4.4: a fork of a fork reads parent ≤ its fork point, then the child's own records
+pub async fn forks_of_forks_read_the_whole_chain(j: Arc<dyn Journal>) {
+    let p = fill(&j, "p", 5).await;
+    let c_marker = fork_with_marker(&j, "p", 5, "c").await;
+    let c_own = fill(&j, "c", 2).await; // c: p1..p5, marker 6, 7, 8
+    // Grandchild inside the child's own records.
+    let g_marker = fork_with_marker(&j, "c", 7, "g").await;
+    assert_eq!(g_marker.prev_hash, c_own[0].hash);
+    fill(&j, "g", 1).await;
+    let g = j.read("g", 0, 0).await.unwrap();
+    assert_eq!(envelopes(&g[..5]), envelopes(&p));
+    assert_eq!(g[5], c_marker);
+    assert_eq!(g[6], c_own[0]);
+    assert_eq!(g[7], g_marker);
+    assert_eq!(g.len(), 9);
+    verify_records(&g).unwrap();
+    // Grandchild inside the child's shared prefix: its records are the grandparent's.
+    let h_marker = fork_with_marker(&j, "c", 3, "h").await;
+    assert_eq!(h_marker.prev_hash, p[2].hash);
+    let h = j.read("h", 0, 0).await.unwrap();
+    assert_eq!(h[..3], p[..3]);
+    verify_records(&h).unwrap();
+    // A great-grandchild, before its first own record, then after.
+    j.fork_session("g", 8, "gg").await.unwrap();
+    assert_eq!(j.read("gg", 0, 0).await.unwrap(), g[..8].to_vec());
+    let gg_first = fill(&j, "gg", 1).await;
+    assert_eq!(gg_first[0].prev_hash, g[7].hash);
+    let gg = j.read("gg", 0, 0).await.unwrap();
+    assert_eq!(gg.len(), 9);
+    verify_records(&gg).unwrap();
+    assert_eq!(j.session_info("gg").await.unwrap().last_seq, 9);
+    // The intermediate generations did not move.
+    assert_eq!(j.head("c").await.unwrap(), 8);
+    assert_eq!(j.head("g").await.unwrap(), 9);
+}
+
+// semantics §1.4 on children: CAS on the child's head, the fence minted by the fork
+pub async fn fork_children_keep_cas_and_fences(j: Arc<dyn Journal>) {
+    fill(&j, "p", 4).await;
+    let fence = j.fork_session("p", 2, "c").await.unwrap();
+    // Not at the fork point: the child's head is 2, not the parent's 4 nor 0.
+    for expected in [0, 1, 4] {
+        assert!(matches!(
+            j.append("c", expected, fence, input("x")).await,
+            Err(JournalError::Conflict { actual: 2, .. })
+        ));
+    }
+    // Below the minted fence.
+    assert!(matches!(
+        j.append("c", 2, fence - 1, input("x")).await,
+        Err(JournalError::Fenced { .. })
+    ));
+    let newer = j.new_fence("c").await.unwrap();
+    assert_eq!(newer, fence + 1);
+    assert!(matches!(
+        j.append("c", 2, fence, input("x")).await,
+        Err(JournalError::Fenced { .. })
+    ));
+    let rec = j.append("c", 2, newer, input("x")).await.unwrap();
+    assert_eq!(rec.seq, 3);
+    // The parent's fence is the parent's own.
+    assert_eq!(j.session_info("p").await.unwrap().fence, 0);
+    j.append("p", 4, 0, input("p5")).await.unwrap();
+    assert_eq!(j.head("c").await.unwrap(), 3);
+    assert_eq!(j.session_info("c").await.unwrap().fence, newer);
+}
+
+// semantics §1.7: the child starts from the projection the parent had at the fork point
+pub async fn fork_carries_the_projection_at_the_fork_point(j: Arc<dyn Journal>) {
+    let req = Event::new(
+        EventKind::ApprovalRequest,
+        EventBody::Approval(ApprovalRequest {
+            tool_call_id: "c".into(),
+            reason: "r".into(),
+        }),
+    );
+    j.append("p", 0, 0, input("a")).await.unwrap(); // 1 LIVE
+    j.append("p", 1, 0, lifecycle(LifecycleKind::Suspend)) // 2 COLD
+        .await
+        .unwrap();
+    j.append("p", 2, 0, req.clone()).await.unwrap(); // 3 COLD (unchanged)
+    j.append("p", 3, 0, lifecycle(LifecycleKind::Baseline)) // 4 COLD (unchanged)
+        .await
+        .unwrap();
+    j.append("p", 4, 0, lifecycle(LifecycleKind::Resume)) // 5 LIVE
+        .await
+        .unwrap();
+    let state = |j: Arc<dyn Journal>, s: &'static str| async move {
+        j.session_info(s).await.unwrap().compute_state
+    };
+    for (at, child, want) in [
+        (1, "c1", ComputeState::Live),
+        (2, "c2", ComputeState::Cold),
+        (4, "c4", ComputeState::Cold),
+        (5, "c5", ComputeState::Live),
+    ] {
+        j.fork_session("p", at, child).await.unwrap();
+        assert_eq!(state(j.clone(), child).await, want, "fork at {at}");
+    }
+    // Through a grandchild whose own records fix nothing.
+    j.append("c2", 2, 1, req).await.unwrap();
+    j.fork_session("c2", 3, "g").await.unwrap();
+    assert_eq!(state(j.clone(), "g").await, ComputeState::Cold);
+    // A log that never fixed a state is NONE.
+    j.append("q", 0, 0, lifecycle(LifecycleKind::Baseline))
+        .await
+        .unwrap();
+    j.fork_session("q", 1, "cq").await.unwrap();
+    assert_eq!(state(j.clone(), "cq").await, ComputeState::None);
+}
+
+// A shared-prefix child's lineage is where its records are read from: metadata writes may
+// restate it, never change it
+pub async fn put_session_cannot_repoint_a_shared_prefix(j: Arc<dyn Journal>) {
+    fill(&j, "p", 3).await;
+    fill(&j, "other", 3).await;
+    fork_with_marker(&j, "p", 2, "c").await;
+    let chain = j.read("c", 0, 0).await.unwrap();
+    let row = SessionRow {
+        uid: "c".into(),
+        name: "renamed".into(),
+        parent_uid: "p".into(),
+        fork_seq: 2,
+        ..SessionRow::default()
+    };
+    j.put_session(row.clone()).await.unwrap();
+    assert_eq!(j.session_info("c").await.unwrap().row.name, "renamed");
+    for (parent_uid, fork_seq) in [("other", 2), ("p", 3), ("p", 1), ("", 0)] {
+        let changed = SessionRow {
+            parent_uid: parent_uid.into(),
+            fork_seq,
+            name: "moved".into(),
+            ..row.clone()
+        };
+        assert!(
+            matches!(
+                j.put_session(changed).await,
+                Err(JournalError::InvalidArgument(_))
+            ),
+            "{parent_uid}@{fork_seq}"
+        );
+    }
+    let info = j.session_info("c").await.unwrap();
+    assert_eq!(
+        (
+            info.row.name.as_str(),
+            info.row.parent_uid.as_str(),
+            info.row.fork_seq
+        ),
+        ("renamed", "p", 2)
+    );
+    assert_eq!(j.read("c", 0, 0).await.unwrap(), chain);
+}
+
+// Reference journals copy the prefix into the child and only record the lineage in metadata;
+// such a child reads, appends and forks as a plain session
+pub async fn copied_prefix_children_read_as_plain_sessions(j: Arc<dyn Journal>) {
+    let parent = fill(&j, "p", 4).await;
+    load_records(j.as_ref(), "copy", &parent[..3])
+        .await
+        .unwrap();
+    let fence = j.new_fence("copy").await.unwrap();
+    let marker = j
+        .append("copy", 3, fence, fork_marker("p", 3))
+        .await
+        .unwrap();
+    assert_eq!(marker.prev_hash, parent[2].hash);
+    j.put_session(SessionRow {
+        uid: "copy".into(),
+        parent_uid: "p".into(),
+        fork_seq: 3,
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    let chain = j.read("copy", 0, 0).await.unwrap();
+    assert_eq!(chain[..3], parent[..3]);
+    verify_records(&chain).unwrap();
+    let info = j.session_info("copy").await.unwrap();
+    assert_eq!((info.last_seq, info.row.fork_seq), (4, 3));
+    // Only the metadata says it is a child, so the metadata may say otherwise.
+    j.put_session(SessionRow {
+        uid: "copy".into(),
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(j.read("copy", 0, 0).await.unwrap(), chain);
+    // A shared-prefix fork of it reads its copied rows.
+    fork_with_marker(&j, "copy", 4, "grand").await;
+    let grand = j.read("grand", 0, 0).await.unwrap();
+    assert_eq!(grand[..4], chain[..]);
+    verify_records(&grand).unwrap();
+    // The copy of a shared-prefix child reproduces every hash.
+    load_records(j.as_ref(), "copy-of-grand", &grand)
+        .await
+        .unwrap();
+    assert_eq!(j.read("copy-of-grand", 0, 0).await.unwrap(), grand);
+}
+
+// Forks racing appends to their parent and to each other land whole, each child at its point
+pub async fn concurrent_forks_and_parent_appends(j: Arc<dyn Journal>) {
+    fill(&j, "p", 10).await;
+    let appender = {
+        let j = Arc::clone(&j);
+        tokio::spawn(async move {
+            for i in 10..60 {
+                j.append("p", i, 0, input(&format!("late {i}")))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut forks = tokio::task::JoinSet::new();
+    for k in 0..24_i64 {
+        let j = Arc::clone(&j);
+        forks.spawn(async move {
+            let at = 1 + k % 10;
+            let child = format!("child-{k}");
+            let fence = j.fork_session("p", at, &child).await.unwrap();
+            j.append(&child, at, fence, fork_marker("p", at))
+                .await
+                .unwrap();
+            (child, at)
+        });
+    }
+    // Two forks racing for one child uid: exactly one wins.
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            let j = Arc::clone(&j);
+            tokio::spawn(async move { j.fork_session("p", 3, "contested").await })
+        })
+        .collect();
+    let mut wins = 0;
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(_) => wins += 1,
+            Err(JournalError::SessionExists(_)) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    appender.await.unwrap();
+    let parent = j.read("p", 0, 0).await.unwrap();
+    assert_eq!(parent.len(), 60);
+    while let Some(res) = forks.join_next().await {
+        let (child, at) = res.unwrap();
+        let chain = j.read(&child, 0, 0).await.unwrap();
+        let at_len = usize::try_from(at).unwrap();
+        assert_eq!(chain.len(), at_len + 1);
+        assert_eq!(chain[..at_len], parent[..at_len]);
+        verify_records(&chain).unwrap();
     }
 }

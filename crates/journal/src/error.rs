@@ -31,6 +31,10 @@ pub enum JournalError {
     /// No metadata row exists for the session.
     #[error("session {0} not found")]
     SessionNotFound(String),
+    /// A fork child uid that already names a session (a metadata row, records or a prefix link):
+    /// a child must be new, or its records would not be the parent's.
+    #[error("session {0} already exists and cannot become a fork child")]
+    SessionExists(String),
     /// A list page token that this journal did not issue.
     #[error("invalid page token: {0}")]
     InvalidPageToken(String),

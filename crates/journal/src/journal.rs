@@ -202,18 +202,49 @@ pub trait Journal: Send + Sync + Debug {
     async fn head(&self, session: &str) -> Result<i64>;
 
     /// Records with `from <= seq <= to` in order (`to == 0` means up to the head), hashes
-    /// verbatim.
+    /// verbatim. For a fork child the records up to its fork point are its parent's.
     ///
     /// # Errors
     /// [`Undecodable`](crate::JournalError::Undecodable) for a stored event that does not decode,
     /// storage failures.
     async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>>;
 
+    /// Creates `child` as a fork of `parent` at `at_seq` without copying a record: the child's
+    /// records `1..=at_seq` *are* the parent's (same bytes, same hashes, read from the parent's
+    /// storage), its head is `at_seq`, and its first own record links to the parent's hash at
+    /// `at_seq`. Returns the child's freshly minted fence (1); the caller appends the FORK marker
+    /// at `expected_last_seq = at_seq` with it.
+    ///
+    /// ```text
+    ///  parent:  1 ─ 2 ─ 3 ─ 4 ─ 5 ─ 6 …         (keeps growing; the child never sees 4..)
+    ///                   └─ child: 4 (FORK) ─ 5 …   head(child) = 3 right after the fork
+    /// ```
+    ///
+    /// The child's metadata row is created in the same durable commit with `parent_uid` and
+    /// `fork_seq` set, the parent's project, harness and model, fence 1, and the compute
+    /// projection the parent had at `at_seq`; a later [`Journal::put_session`] fills in the rest.
+    /// The link from child to parent is fixed for good: `put_session` on the child refuses another
+    /// `parent_uid` or `fork_seq`, and appending to or forking the parent never changes what the
+    /// child reads. Forks of forks and forks at any historical seq work the same way, at a cost
+    /// independent of `at_seq`.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::JournalError::InvalidArgument) when `at_seq` is not within
+    /// `1..=head(parent)` or a uid is empty,
+    /// [`SessionNotFound`](crate::JournalError::SessionNotFound) when the parent has neither a
+    /// row nor records, [`SessionExists`](crate::JournalError::SessionExists) when `child`
+    /// already has a row, records or a link (nothing is written), and storage failures.
+    async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64>;
+
     /// Inserts or updates a session's metadata row. It never touches the fence or the compute
     /// projection (a new row starts at `NONE`).
     ///
+    /// On a child made by [`Journal::fork_session`] the row's `parent_uid` and `fork_seq` must
+    /// equal the ones it was forked with: its records depend on them.
+    ///
     /// # Errors
-    /// Storage failures.
+    /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for a changed lineage on a
+    /// shared-prefix child; storage failures.
     async fn put_session(&self, row: SessionRow) -> Result<()>;
 
     /// The session's metadata and derived state.

@@ -9,6 +9,8 @@
 //! - [`record`]: [`LogRecord`], the envelope around each event.
 //! - [`chain`]: preparing events for the chain, the chain verifier ([`verify_records`],
 //!   [`verify_raw`]) that tells tampering apart from undecodable records.
+//! - [`lineage`]: shared-prefix fork children, and how their chains are found in their
+//!   ancestors' rows.
 //! - [`memory`]: [`MemoryJournal`], the reference semantics.
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`export`]: import and export of journals in the reference JSON format.
@@ -25,6 +27,7 @@ pub mod conformance;
 pub mod error;
 pub mod export;
 pub mod journal;
+pub mod lineage;
 pub mod memory;
 pub mod page_token;
 pub mod projection;

@@ -1,7 +1,7 @@
 //! The in-memory journal: the reference semantics every backend must match, used by unit tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agentsessions_api::{ComputeState, Event, Timestamp};
 use async_trait::async_trait;
@@ -13,9 +13,82 @@ use crate::journal::{
     SessionPage, SessionRow,
 };
 use crate::page_token::PageCursor;
-use crate::projection::project_compute_state;
+use crate::projection::{project_compute_state, state_walking_back};
 use crate::record::LogRecord;
 use crate::rules;
+
+/// One session's chain: the records it shares with its parent, then its own.
+///
+/// A fork child holds an `Arc` of its parent's `Log` and reads records `1..=fork_seq` from it;
+/// nothing is copied, and the parent's later appends land past `fork_seq`, where the child never
+/// looks. The parent's `own` vector sits behind its own lock only because it is shared; every
+/// access happens under the journal's state lock anyway.
+#[derive(Debug, Default)]
+struct Log {
+    base: Option<(Arc<Log>, i64)>,
+    own: Mutex<Vec<LogRecord>>,
+}
+
+impl Log {
+    fn own(&self) -> MutexGuard<'_, Vec<LogRecord>> {
+        self.own.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn base_seq(&self) -> i64 {
+        self.base.as_ref().map_or(0, |(_, k)| *k)
+    }
+
+    fn head(&self) -> (i64, String) {
+        match self.own().last() {
+            Some(r) => (r.seq, r.hash.clone()),
+            None => match &self.base {
+                Some((parent, k)) => (*k, parent.record(*k).map(|r| r.hash).unwrap_or_default()),
+                None => (0, String::new()),
+            },
+        }
+    }
+
+    fn record(&self, seq: i64) -> Option<LogRecord> {
+        if seq <= self.base_seq() {
+            return self
+                .base
+                .as_ref()
+                .and_then(|(parent, _)| parent.record(seq));
+        }
+        let index = usize::try_from(seq - self.base_seq() - 1).ok()?;
+        self.own().get(index).cloned()
+    }
+
+    /// Appends the records with `from <= seq <= to` to `out`, oldest first.
+    fn collect(&self, from: i64, to: i64, out: &mut Vec<LogRecord>) {
+        if let Some((parent, k)) = &self.base
+            && from <= *k
+        {
+            parent.collect(from, to.min(*k), out);
+        }
+        out.extend(
+            self.own()
+                .iter()
+                .filter(|r| r.seq >= from && r.seq <= to)
+                .cloned(),
+        );
+    }
+
+    /// The records with seq at most `at`, newest first.
+    fn events_back_from(&self, at: i64) -> Vec<agentsessions_api::Event> {
+        let mut out: Vec<_> = self
+            .own()
+            .iter()
+            .rev()
+            .filter(|r| r.seq <= at)
+            .map(|r| r.event.clone())
+            .collect();
+        if let Some((parent, k)) = &self.base {
+            out.extend(parent.events_back_from(at.min(*k)));
+        }
+        out
+    }
+}
 
 #[derive(Debug, Default)]
 struct SessionState {
@@ -24,7 +97,9 @@ struct SessionState {
     updated_at: Timestamp,
     fence: i64,
     compute_state: ComputeState,
-    records: Vec<LogRecord>,
+    log: Arc<Log>,
+    /// Set for a child made by `fork_session`: `(parent, fork_seq)`, fixed for good.
+    link: Option<(String, i64)>,
 }
 
 #[derive(Debug, Default)]
@@ -94,7 +169,7 @@ fn info_of(s: &SessionState) -> SessionInfo {
     row.created_at = Some(s.created_at);
     SessionInfo {
         row,
-        last_seq: s.records.last().map_or(0, |r| r.seq),
+        last_seq: s.log.head().0,
         compute_state: s.compute_state,
         fence: s.fence,
         updated_at: s.updated_at,
@@ -117,11 +192,11 @@ impl Journal for MemoryJournal {
             .collect::<Result<Vec<_>>>()?;
         let now = Timestamp::now();
         let mut state = self.lock();
-        let head = state
+        let (head, head_hash) = state
             .sessions
             .get(session)
-            .and_then(|s| s.records.last())
-            .map_or(0, |r| r.seq);
+            .map(|s| s.log.head())
+            .unwrap_or_default();
         let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
         rules::check_append(session, expected_last_seq, head, fence, current_fence)?;
         if prepared.is_empty() {
@@ -129,20 +204,23 @@ impl Journal for MemoryJournal {
         }
         let s = self.ensure_session(&mut state, session, now);
         let mut out = Vec::with_capacity(prepared.len());
+        let (mut seq, mut prev_hash) = (head, head_hash);
+        let mut own = s.log.own();
         for p in prepared {
-            let prev_hash = s.records.last().map(|r| r.hash.clone()).unwrap_or_default();
-            let seq = s.records.last().map_or(0, |r| r.seq) + 1;
+            seq += 1;
+            let hash = p.hash_at(&prev_hash, seq);
             let record = LogRecord {
                 seq,
-                hash: p.hash_at(&prev_hash, seq),
-                prev_hash,
+                prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
+                hash,
                 fence,
                 event: p.event,
             };
             s.compute_state = project_compute_state(s.compute_state, &record.event);
-            s.records.push(record.clone());
+            own.push(record.clone());
             out.push(record);
         }
+        drop(own);
         s.updated_at = now;
         Ok(out)
     }
@@ -162,24 +240,64 @@ impl Journal for MemoryJournal {
             .lock()
             .sessions
             .get(session)
-            .and_then(|s| s.records.last())
-            .map_or(0, |r| r.seq))
+            .map_or(0, |s| s.log.head().0))
     }
 
     async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
         let (from, to) = rules::read_window(from, to)?;
-        Ok(self
-            .lock()
+        let mut out = Vec::new();
+        if let Some(s) = self.lock().sessions.get(session) {
+            s.log.collect(from, to, &mut out);
+        }
+        Ok(out)
+    }
+
+    async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
+        rules::check_session_uid(parent)?;
+        rules::check_session_uid(child)?;
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let source = state
             .sessions
-            .get(session)
-            .map(|s| {
-                s.records
-                    .iter()
-                    .filter(|r| r.seq >= from && r.seq <= to)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default())
+            .get(parent)
+            .ok_or_else(|| JournalError::SessionNotFound(parent.to_owned()))?;
+        rules::check_fork_seq(parent, at_seq, source.log.head().0)?;
+        if state.sessions.contains_key(child) {
+            return Err(JournalError::SessionExists(child.to_owned()));
+        }
+        let log = Arc::new(Log {
+            base: Some((Arc::clone(&source.log), at_seq)),
+            own: Mutex::default(),
+        });
+        let compute_state = state_walking_back(
+            source
+                .log
+                .events_back_from(at_seq)
+                .into_iter()
+                .map(Ok::<_, JournalError>),
+        )?;
+        let row = SessionRow {
+            uid: child.to_owned(),
+            project: source.row.project.clone(),
+            harness: source.row.harness.clone(),
+            model: source.row.model.clone(),
+            parent_uid: parent.to_owned(),
+            fork_seq: at_seq,
+            ..SessionRow::default()
+        };
+        state.sessions.insert(
+            child.to_owned(),
+            SessionState {
+                row,
+                created_at: now,
+                updated_at: now,
+                fence: 1,
+                compute_state,
+                log,
+                link: Some((parent.to_owned(), at_seq)),
+            },
+        );
+        Ok(1)
     }
 
     async fn put_session(&self, row: SessionRow) -> Result<()> {
@@ -187,6 +305,10 @@ impl Journal for MemoryJournal {
         let now = Timestamp::now();
         let project = self.project_or_default(&row.project);
         let mut state = self.lock();
+        if let Some((parent, fork_seq)) = state.sessions.get(&row.uid).and_then(|s| s.link.as_ref())
+        {
+            rules::check_lineage_kept(&row, parent, *fork_seq)?;
+        }
         let s = self.ensure_session(&mut state, &row.uid, now);
         if let Some(created) = row.created_at {
             s.created_at = created;

@@ -5,19 +5,42 @@ use agentsessions_api::{ComputeState, Event, EventBody, EventKind, LifecycleKind
 
 /// The compute state after committing `event` on a session whose state was `current`.
 pub fn project_compute_state(current: ComputeState, event: &Event) -> ComputeState {
+    fixed_state(event).unwrap_or(current)
+}
+
+/// The state `event` sets whatever came before, or `None` when it leaves the state as it was.
+/// The projection at a seq is therefore the fixed state of the last record at or before it that
+/// has one, which a fork finds by walking back from its fork point instead of folding the prefix.
+pub fn fixed_state(event: &Event) -> Option<ComputeState> {
     match event.kind {
         EventKind::Lifecycle => match &event.body {
             Some(EventBody::Lifecycle(l)) => match l.kind {
-                LifecycleKind::Suspend | LifecycleKind::Fork => ComputeState::Cold,
-                LifecycleKind::Resume => ComputeState::Live,
-                _ => current,
+                LifecycleKind::Suspend | LifecycleKind::Fork => Some(ComputeState::Cold),
+                LifecycleKind::Resume => Some(ComputeState::Live),
+                _ => None,
             },
-            _ => current,
+            _ => None,
         },
         // Host-only writes that can happen while the session is cold.
-        EventKind::ApprovalRequest | EventKind::ApprovalResult => current,
-        _ => ComputeState::Live,
+        EventKind::ApprovalRequest | EventKind::ApprovalResult => None,
+        _ => Some(ComputeState::Live),
     }
+}
+
+/// The projection after the last of `events`, given newest first: the first fixed state met,
+/// else `NONE` (a log that never fixed a state is a never-run session).
+///
+/// # Errors
+/// The first error the iterator yields.
+pub fn state_walking_back<E>(
+    events_newest_first: impl IntoIterator<Item = Result<Event, E>>,
+) -> Result<ComputeState, E> {
+    for event in events_newest_first {
+        if let Some(state) = fixed_state(&event?) {
+            return Ok(state);
+        }
+    }
+    Ok(ComputeState::None)
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@ use agentsessions_api::Timestamp;
 use rand::RngCore as _;
 
 use crate::error::{JournalError, Result};
-use crate::journal::{HarnessRow, HarnessState, RegisterOutcome, SessionInfo, SessionPage};
+use crate::journal::{
+    HarnessRow, HarnessState, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
+};
 use crate::page_token::PageCursor;
 
 /// Refuses an empty session uid.
@@ -39,6 +41,29 @@ pub(crate) fn check_append(
             fence,
             current: current_fence,
         });
+    }
+    Ok(())
+}
+
+/// A fork point must be a committed record of the parent: `1..=head`.
+pub(crate) fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
+    if at_seq < 1 || at_seq > head {
+        return Err(JournalError::InvalidArgument(format!(
+            "fork of session {parent} at seq {at_seq}: the fork point must be within 1..={head}"
+        )));
+    }
+    Ok(())
+}
+
+/// A shared-prefix child's lineage is where its records come from, so a metadata write may
+/// restate it but never change it.
+pub(crate) fn check_lineage_kept(row: &SessionRow, parent: &str, fork_seq: i64) -> Result<()> {
+    if row.parent_uid != parent || row.fork_seq != fork_seq {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {} shares its first {fork_seq} records with {parent}; its parent_uid and \
+             fork_seq cannot change (got {:?} at {})",
+            row.uid, row.parent_uid, row.fork_seq
+        )));
     }
     Ok(())
 }

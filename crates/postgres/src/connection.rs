@@ -129,11 +129,16 @@ pub(crate) struct Statements {
     pub(crate) insert_events: Statement,
     pub(crate) update_sessions: Statement,
     pub(crate) delete_sessions: Statement,
+    pub(crate) links_of: Statement,
+    pub(crate) lineage: Statement,
+    pub(crate) fork_parent: Statement,
+    pub(crate) records_back: Statement,
+    pub(crate) fork_insert: Statement,
 }
 
 /// The derived columns after [`STORED_COLUMNS`] in session reads.
-const LAST_SEQ: &str =
-    "COALESCE((SELECT MAX(e.seq) FROM {s}.events e WHERE e.session = s.session), 0)::BIGINT";
+const LAST_SEQ: &str = "COALESCE((SELECT MAX(e.seq) FROM {s}.events e WHERE e.session = s.session),
+     (SELECT p.fork_seq FROM {s}.session_prefix p WHERE p.session = s.session), 0)::BIGINT";
 
 impl Statements {
     async fn prepare(client: &Client, schema: &str) -> Result<Self, tokio_postgres::Error> {
@@ -150,7 +155,11 @@ impl Statements {
             sql("BEGIN"),
             sql("COMMIT"),
             sql("SELECT version FROM {s}.schema_version WHERE id = 1"),
-            sql("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM {s}.events WHERE session = $1"),
+            sql(
+                "SELECT COALESCE((SELECT MAX(seq) FROM {s}.events WHERE session = $1),
+                                 (SELECT fork_seq FROM {s}.session_prefix WHERE session = $1),
+                                 0)::BIGINT",
+            ),
             sql("SELECT seq, prev_hash, hash, fence, event FROM {s}.events
                  WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq"),
             sql(&format!("{session_select} WHERE s.session = $1")),
@@ -194,11 +203,18 @@ impl Statements {
                 "SELECT {STORED_COLUMNS} FROM {{s}}.sessions
                  WHERE session = ANY($1::TEXT[]) ORDER BY session FOR UPDATE"
             )),
+            // A shared-prefix child without records of its own stands at its fork point; its own
+            // records are all past it, so the larger seq is the head either way.
             sql(
                 "SELECT u.session, e.seq, e.hash FROM unnest($1::TEXT[]) AS u(session)
                  CROSS JOIN LATERAL (
-                     SELECT seq, hash FROM {s}.events ev WHERE ev.session = u.session
-                     ORDER BY seq DESC LIMIT 1) e",
+                     SELECT seq, hash FROM (
+                         (SELECT seq, hash FROM {s}.events ev WHERE ev.session = u.session
+                          ORDER BY seq DESC LIMIT 1)
+                         UNION ALL
+                         (SELECT fork_seq, fork_hash FROM {s}.session_prefix p
+                          WHERE p.session = u.session)
+                     ) h ORDER BY seq DESC LIMIT 1) e",
             ),
             sql(
                 "INSERT INTO {s}.events (session, seq, prev_hash, hash, fence, event)
@@ -219,6 +235,39 @@ impl Statements {
                           identity)
                  WHERE t.session = u.session"),
             sql("DELETE FROM {s}.sessions WHERE session = ANY($1::TEXT[])"),
+            sql(
+                "SELECT session, parent_uid, fork_seq FROM {s}.session_prefix
+                 WHERE session = ANY($1::TEXT[])",
+            ),
+            // The links from $1 up to the first session that has none, nearest first.
+            sql(&format!(
+                "WITH RECURSIVE walk(session, parent_uid, fork_seq, depth) AS (
+                     SELECT session, parent_uid, fork_seq, 1 FROM {{s}}.session_prefix
+                     WHERE session = $1
+                   UNION ALL
+                     SELECT p.session, p.parent_uid, p.fork_seq, w.depth + 1
+                     FROM walk w JOIN {{s}}.session_prefix p ON p.session = w.parent_uid
+                     WHERE w.depth < {}
+                 )
+                 SELECT session, parent_uid, fork_seq FROM walk ORDER BY depth",
+                agentsessions_journal::lineage::MAX_FORK_DEPTH
+            )),
+            sql("SELECT project, harness, model FROM {s}.sessions WHERE session = $1"),
+            sql("SELECT seq, hash, event FROM {s}.events
+                 WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq DESC LIMIT $4"),
+            // The child's row and its link in one statement: both or neither. A uid that has a
+            // row, a link or records is refused (no row returned, or a key violation).
+            sql("WITH child AS (
+                     INSERT INTO {s}.sessions (session, fence, project, harness, model, parent_uid,
+                                               fork_seq, compute_state, created_at, updated_at)
+                     SELECT $1::TEXT, 1, $2::TEXT, $3::TEXT, $4::TEXT, $5::TEXT, $6::BIGINT,
+                            $7::TEXT, $8::BIGINT, $8::BIGINT
+                     WHERE NOT EXISTS (SELECT 1 FROM {s}.events WHERE session = $1::TEXT)
+                     ON CONFLICT (session) DO NOTHING
+                     RETURNING session)
+                 INSERT INTO {s}.session_prefix (session, parent_uid, fork_seq, fork_hash)
+                 SELECT session, $5::TEXT, $6::BIGINT, $9::TEXT FROM child
+                 RETURNING session"),
         ];
         // Polled together, the requests are pipelined on the one connection.
         let [
@@ -240,6 +289,11 @@ impl Statements {
             insert_events,
             update_sessions,
             delete_sessions,
+            links_of,
+            lineage,
+            fork_parent,
+            records_back,
+            fork_insert,
         ] = &texts;
         let (
             begin,
@@ -260,6 +314,11 @@ impl Statements {
             insert_events,
             update_sessions,
             delete_sessions,
+            links_of,
+            lineage,
+            fork_parent,
+            records_back,
+            fork_insert,
         ) = tokio::try_join!(
             client.prepare(begin),
             client.prepare(commit),
@@ -279,6 +338,11 @@ impl Statements {
             client.prepare(insert_events),
             client.prepare(update_sessions),
             client.prepare(delete_sessions),
+            client.prepare(links_of),
+            client.prepare(lineage),
+            client.prepare(fork_parent),
+            client.prepare(records_back),
+            client.prepare(fork_insert),
         )?;
         Ok(Self {
             begin,
@@ -299,6 +363,11 @@ impl Statements {
             insert_events,
             update_sessions,
             delete_sessions,
+            links_of,
+            lineage,
+            fork_parent,
+            records_back,
+            fork_insert,
         })
     }
 }

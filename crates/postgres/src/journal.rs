@@ -1,11 +1,14 @@
 //! [`PostgresJournal`]: the [`Journal`] trait over one Postgres database shared by any number
 //! of hosts.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentsessions_api::{Event, Timestamp};
+use agentsessions_api::{ComputeState, Event, Timestamp};
 use agentsessions_journal::chain::{PreparedEvent, decode_event};
+use agentsessions_journal::lineage::{self, PrefixLink, Segment};
 use agentsessions_journal::page_token::PageCursor;
+use agentsessions_journal::projection::fixed_state;
 use agentsessions_journal::{
     HarnessRow, Journal, JournalError, ListQuery, LogRecord, RegisterOutcome, Result, SessionInfo,
     SessionPage, SessionRow,
@@ -13,10 +16,11 @@ use agentsessions_journal::{
 use async_trait::async_trait;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
 
 use crate::codec::{self, EncodedRow, StoredSession};
 use crate::connection::{Conn, Pool, Target, with_conn};
-use crate::failure::DbError;
+use crate::failure::{DbError, commit_failed, connection_lost, outcome_unknown};
 use crate::options::{PostgresOptions, quoted_schema};
 use crate::writer::{Command, Writer};
 use crate::{rules, schema};
@@ -143,6 +147,111 @@ async fn read_records(
     Ok(out)
 }
 
+/// The stored runs of `session`'s chain, oldest first, from its link walk.
+fn segments_from(
+    session: &str,
+    walk: &[tokio_postgres::Row],
+) -> std::result::Result<Vec<Segment>, DbError> {
+    let mut links = HashMap::with_capacity(walk.len());
+    for row in walk {
+        links.insert(
+            row.try_get::<_, String>(0)?,
+            PrefixLink {
+                parent: row.try_get(1)?,
+                fork_seq: row.try_get(2)?,
+            },
+        );
+    }
+    Ok(lineage::segments(session, |s| Ok(links.get(s).cloned()))?)
+}
+
+/// Reads a chain window: the session's own rows and its link walk in one round trip, then the
+/// ancestors' runs when it has any.
+async fn read_chain(
+    conn: &Conn,
+    session: &str,
+    from: i64,
+    to: i64,
+) -> std::result::Result<Vec<LogRecord>, DbError> {
+    let key: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&session];
+    let (walk, own) = tokio::join!(
+        conn.client.query(&conn.st.lineage, &key),
+        read_records(conn, session, from, to),
+    );
+    let walk = walk?;
+    let own = own?;
+    if walk.is_empty() {
+        return Ok(own);
+    }
+    let mut out = Vec::new();
+    for run in segments_from(session, &walk)? {
+        // The session's own rows all lie past its fork point, so they are its last run.
+        if run.session == session {
+            break;
+        }
+        if let Some(run) = run.clip(from, to) {
+            out.extend(read_records(conn, &run.session, run.lo, run.hi).await?);
+        }
+    }
+    out.extend(own);
+    Ok(out)
+}
+
+/// Rows [`fork_point`] reads back per round trip while looking for the projection.
+const BACK_PAGE: i64 = 64;
+
+/// The hash of `parent`'s chain at `at_seq` and the compute projection there.
+async fn fork_point(
+    conn: &Conn,
+    parent: &str,
+    segments: &[Segment],
+    at_seq: i64,
+) -> std::result::Result<(String, ComputeState), DbError> {
+    let mut hash = None;
+    let mut state = None;
+    for segment in segments.iter().rev() {
+        let Some(mut run) = segment.clip(1, at_seq) else {
+            continue;
+        };
+        while state.is_none() && run.lo <= run.hi {
+            let rows = conn
+                .client
+                .query(
+                    &conn.st.records_back,
+                    &[&run.session, &run.lo, &run.hi, &BACK_PAGE],
+                )
+                .await?;
+            for row in &rows {
+                let seq: i64 = row.try_get(0)?;
+                if hash.is_none() {
+                    if seq != at_seq {
+                        break;
+                    }
+                    hash = Some(row.try_get::<_, String>(1)?);
+                }
+                let event = decode_event(&run.session, seq, row.try_get(2)?)?;
+                if let Some(fixed) = fixed_state(&event) {
+                    state = Some(fixed);
+                    break;
+                }
+                run.hi = seq - 1;
+            }
+            if hash.is_none() || i64::try_from(rows.len()).unwrap_or(0) < BACK_PAGE {
+                break;
+            }
+        }
+        if hash.is_none() || state.is_some() {
+            break;
+        }
+    }
+    let hash = hash.ok_or_else(|| {
+        JournalError::InvalidArgument(format!(
+            "session {parent} has no stored record at seq {at_seq} to fork from"
+        ))
+    })?;
+    Ok((hash, state.unwrap_or(ComputeState::None)))
+}
+
 fn session_info_of(row: &tokio_postgres::Row) -> std::result::Result<SessionInfo, DbError> {
     let last_seq: i64 = row.try_get(15)?;
     Ok(StoredSession::from_row(row)?.into_info(last_seq)?)
@@ -266,7 +375,65 @@ impl Journal for PostgresJournal {
 
     async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
         let (from, to) = rules::read_window(from, to)?;
-        with_conn!(self.pool, |c| read_records(c, session, from, to).await)
+        with_conn!(self.pool, |c| read_chain(c, session, from, to).await)
+    }
+
+    /// Runs outside the writer's batches: the parent's rows up to its head never change, so
+    /// the reads need no lock, and the child's row and link go in with one statement, which
+    /// is its own durable transaction. The `sessions` primary key makes racing forks (and a
+    /// racing first append) to one child uid have exactly one winner.
+    async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
+        rules::check_session_uid(parent)?;
+        rules::check_session_uid(child)?;
+        let now = Timestamp::now().unix_nanos();
+        with_conn!(self.pool, |c| {
+            let key: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&parent];
+            let (row, head, walk) = tokio::join!(
+                c.client.query_opt(&c.st.fork_parent, &key),
+                c.client.query_one(&c.st.head, &key),
+                c.client.query(&c.st.lineage, &key),
+            );
+            let (row, walk) = (row?, walk?);
+            let head: i64 = head?.try_get(0)?;
+            if head == 0 && row.is_none() {
+                return Err(JournalError::SessionNotFound(parent.to_owned()).into());
+            }
+            rules::check_fork_seq(parent, at_seq, head)?;
+            let segments = segments_from(parent, &walk)?;
+            let (hash, state) = fork_point(c, parent, &segments, at_seq).await?;
+            let (project, harness, model) = match &row {
+                Some(r) => (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?),
+                None => (self.default_project.as_str(), "", ""),
+            };
+            let inserted = c
+                .client
+                .query(
+                    &c.st.fork_insert,
+                    &[
+                        &child,
+                        &project,
+                        &harness,
+                        &model,
+                        &parent,
+                        &at_seq,
+                        &state.as_str(),
+                        &now,
+                        &hash,
+                    ],
+                )
+                .await;
+            match inserted {
+                Ok(rows) if rows.is_empty() => {
+                    Err(JournalError::SessionExists(child.to_owned()).into())
+                }
+                Ok(_) => Ok(1),
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    Err(JournalError::SessionExists(child.to_owned()).into())
+                }
+                Err(e) if connection_lost(&e) => Err(DbError::Journal(outcome_unknown(&e))),
+                Err(e) => Err(DbError::Journal(commit_failed(&e))),
+            }
+        })
     }
 
     async fn put_session(&self, row: SessionRow) -> Result<()> {

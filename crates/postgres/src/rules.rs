@@ -45,6 +45,34 @@ pub(crate) fn check_append(
     Ok(())
 }
 
+/// A fork point must be a committed record of the parent: `1..=head`.
+pub(crate) fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
+    if at_seq < 1 || at_seq > head {
+        return Err(JournalError::InvalidArgument(format!(
+            "fork of session {parent} at seq {at_seq}: the fork point must be within 1..={head}"
+        )));
+    }
+    Ok(())
+}
+
+/// A shared-prefix child's lineage is where its records come from, so a metadata write may
+/// restate it but never change it.
+pub(crate) fn check_lineage_kept(
+    uid: &str,
+    parent_uid: &str,
+    fork_seq: i64,
+    link: &(String, i64),
+) -> Result<()> {
+    if parent_uid != link.0 || fork_seq != link.1 {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {uid} shares its first {} records with {}; its parent_uid and fork_seq \
+             cannot change (got {parent_uid:?} at {fork_seq})",
+            link.1, link.0
+        )));
+    }
+    Ok(())
+}
+
 /// Normalizes a read window: `to == 0` means up to the head.
 pub(crate) fn read_window(from: i64, to: i64) -> Result<(i64, i64)> {
     if from < 0 || to < 0 {

@@ -17,7 +17,12 @@ use crate::failure::DbError;
 
 /// The schema version this build writes (and the newest it opens). Postgres layouts are
 /// versioned on their own, starting at 1; the SQLite stamp is a separate ladder.
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// | version | adds |
+/// |---|---|
+/// | 1 | sessions, events, harness registry (the SQLite v2 layout) |
+/// | 2 | `session_prefix`: shared-prefix fork children |
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1: the sessions, events and harness registry tables of semantics §1.5 (SQLite v2).
 /// No Postgres layout predates the registry, so SQLite's v1 → v2 rung (reserving the harness
@@ -75,6 +80,21 @@ CREATE TABLE IF NOT EXISTS {s}.reserved_harness_names (
 CREATE INDEX IF NOT EXISTS sessions_harness ON {s}.sessions (harness);
 "#;
 
+/// Version 2: shared-prefix fork children (see `agentsessions_journal::lineage`). A row marks
+/// `session` as a child whose records `1..=fork_seq` are `parent_uid`'s chain up to that seq;
+/// `fork_hash` is the hash there, the link of the child's first own record and its head before
+/// it has one. Rows are written once, with the child's `sessions` row, and never changed; the
+/// index finds the children that still read a session's rows (a future deleter must keep them).
+const V2_DDL: &str = r#"
+CREATE TABLE IF NOT EXISTS {s}.session_prefix (
+    session    TEXT COLLATE "C" PRIMARY KEY,
+    parent_uid TEXT COLLATE "C" NOT NULL,
+    fork_seq   BIGINT NOT NULL,
+    fork_hash  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_prefix_parent ON {s}.session_prefix (parent_uid, fork_seq);
+"#;
+
 /// Substitutes the quoted schema name into a statement template.
 pub(crate) fn in_schema(template: &str, quoted_schema: &str) -> String {
     template.replace("{s}", quoted_schema)
@@ -128,6 +148,9 @@ pub(crate) async fn migrate(
     let version = check_version(stamp(tx.client(), quoted_schema).await?)?;
     if version < 1 {
         tx.batch_execute(&in_schema(V1_DDL, quoted_schema)).await?;
+    }
+    if version < 2 {
+        tx.batch_execute(&in_schema(V2_DDL, quoted_schema)).await?;
     }
     if version < SCHEMA_VERSION {
         tx.execute(

@@ -302,6 +302,7 @@ async fn run_batch(
     let mut need_row = BTreeSet::new();
     let mut lock = BTreeSet::new();
     let mut want_head = BTreeSet::new();
+    let mut want_link = BTreeSet::new();
     for cmd in commands {
         let session = session_of(cmd);
         lock.insert(session);
@@ -312,18 +313,24 @@ async fn run_batch(
                     need_row.insert(session);
                 }
             }
-            Command::NewFence { .. } | Command::PutSession { .. } => {
+            Command::NewFence { .. } => {
                 need_row.insert(session);
+            }
+            Command::PutSession { .. } => {
+                need_row.insert(session);
+                want_link.insert(session);
             }
         }
     }
     let need_row: Vec<&str> = need_row.into_iter().collect();
     let lock: Vec<&str> = lock.into_iter().collect();
     let want_head: Vec<&str> = want_head.into_iter().collect();
+    let want_link: Vec<&str> = want_link.into_iter().collect();
 
     // Round 1. The server runs pipelined statements in order, so the rows exist before the lock
     // is asked for, and the heads are read by a statement that starts after the lock is held.
-    let (begun, stamp, created, locked, heads) = tokio::join!(
+    // Links are written once with their child's row, so reading them after the lock sees them.
+    let (begun, stamp, created, locked, heads, links) = tokio::join!(
         client.execute(&st.begin, &[]),
         client.query_opt(&st.stamp, &[]),
         async {
@@ -341,6 +348,12 @@ async fn run_batch(
             }
             client.query(&st.heads, &[&want_head]).await
         },
+        async {
+            if want_link.is_empty() {
+                return Ok(Vec::new());
+            }
+            client.query(&st.links_of, &[&want_link]).await
+        },
     );
     begun?;
     // The stamp decides before any other failure: a newer layout may be why the rest failed.
@@ -355,7 +368,11 @@ async fn run_batch(
         .iter()
         .map(|r| r.try_get::<_, String>(0))
         .collect::<std::result::Result<_, _>>()?;
-    let (locked, heads) = (locked?, heads?);
+    let (locked, heads, links) = (locked?, heads?, links?);
+    let links: HashMap<String, (String, i64)> = links
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
+        .collect::<std::result::Result<_, tokio_postgres::Error>>()?;
     let mut slots: HashMap<String, Slot> = HashMap::with_capacity(locked.len());
     for row in &locked {
         let row = StoredSession::from_row(row)?;
@@ -383,6 +400,7 @@ async fn run_batch(
                 cmd,
                 &mut slots,
                 &mut heads,
+                &links,
                 &mut events,
                 now,
                 default_project,
@@ -478,6 +496,7 @@ fn apply<'a>(
     cmd: &'a Command,
     slots: &mut HashMap<String, Slot>,
     heads: &mut HashMap<String, (i64, String)>,
+    links: &HashMap<String, (String, i64)>,
     events: &mut EventColumns<'a>,
     now: i64,
     default_project: &str,
@@ -532,6 +551,12 @@ fn apply<'a>(
             Outcome::Fence(slot.row.fence)
         }
         Command::PutSession { row, .. } => {
+            if let Some(link) = links.get(session)
+                && let Err(e) =
+                    rules::check_lineage_kept(session, &row.parent_uid, row.fork_seq, link)
+            {
+                return Outcome::Refused(e);
+            }
             let Some(slot) = slots.get_mut(session) else {
                 return missing_row();
             };

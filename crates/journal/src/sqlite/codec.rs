@@ -98,7 +98,8 @@ fn corrupt(column: &str, why: &str) -> JournalError {
 pub(crate) const SESSION_COLUMNS: &str = "s.session, s.project, s.name, s.harness, s.model, \
      s.parent_uid, s.fork_seq, s.labels, s.annotations, s.origin, s.identity, s.created_at, \
      s.updated_at, s.compute_state, s.fence, \
-     COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = s.session), 0)";
+     COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = s.session), \
+              (SELECT p.fork_seq FROM session_prefix p WHERE p.session = s.session), 0)";
 
 pub(crate) fn session_info_from_row(row: &Row<'_>) -> Result<SessionInfo> {
     let labels: String = row.get(7)?;

@@ -4,6 +4,7 @@
 //! `spawn_blocking`. An append returns only once its batch is durable; [`Durability`] says how.
 
 mod codec;
+mod prefix;
 mod schema;
 mod writer;
 
@@ -35,10 +36,6 @@ const READ_POOL: usize = 4;
 
 /// Rows [`SqliteJournal::verify_session`] reads ahead of the hashing.
 const VERIFY_PART: usize = 4096;
-
-/// A session's stored rows in seq order, as [`raw_record`] reads them.
-const RAW_ROWS: &str =
-    "SELECT seq, prev_hash, hash, event FROM events WHERE session = ?1 ORDER BY seq";
 
 /// WAL pages after which a commit checkpoints the WAL into the database (SQLite's default is
 /// 1,000). Each checkpoint costs two fsyncs and stalls the writer; with many sessions appending,
@@ -245,25 +242,32 @@ impl SqliteJournal {
         .map_err(|e| JournalError::InvalidArgument(format!("reader task failed: {e}")))?
     }
 
-    /// Raw stored rows of a session in seq order, for verification without decoding to domain
-    /// types.
+    /// Raw stored rows of a session's chain in seq order (a fork child's prefix from its
+    /// ancestors' rows), for verification without decoding to domain types.
     ///
     /// # Errors
     /// Storage failures.
     pub async fn read_raw(&self, session: &str) -> Result<Vec<RawRecord>> {
         let session = session.to_owned();
         self.with_reader(move |conn| {
-            let mut stmt = conn.prepare_cached(RAW_ROWS)?;
-            let rows = stmt.query_map([&session], raw_record)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            let mut stmt = conn.prepare_cached(prefix::RAW_RANGE)?;
+            let mut out = Vec::new();
+            for run in prefix::segments(conn, &session)? {
+                let rows = stmt.query_map(params![run.session, run.lo, run.hi], raw_record)?;
+                for row in rows {
+                    out.push(row?);
+                }
+            }
+            Ok(out)
         })
         .await
     }
 
     /// Reads a session's stored rows and verifies its hash chain as [`verify_raw`] does, but
     /// while reading: this thread steps through the rows while the others hash the part read
-    /// before, and the chain is never held in memory whole. The outer result is whether the
-    /// rows could be read, the inner one the chain's verdict.
+    /// before, and the chain is never held in memory whole. A fork child's chain is verified
+    /// whole, from its ancestors' rows through its own. The outer result is whether the rows
+    /// could be read, the inner one the chain's verdict.
     ///
     /// [`verify_raw`]: crate::verify_raw
     ///
@@ -275,8 +279,8 @@ impl SqliteJournal {
     ) -> Result<std::result::Result<ChainSummary, ChainFault>> {
         let session = session.to_owned();
         self.with_reader(move |conn| {
-            let mut stmt = conn.prepare_cached(RAW_ROWS)?;
-            let mut rows = stmt.query([&session])?;
+            let runs = prefix::segments(conn, &session)?;
+            let mut stmt = conn.prepare_cached(prefix::RAW_RANGE)?;
             std::thread::scope(|scope| {
                 let (to_verifier, parts) = std::sync::mpsc::sync_channel::<Vec<RawRecord>>(1);
                 let verifier = scope.spawn(move || {
@@ -288,17 +292,25 @@ impl SqliteJournal {
                     Ok(verifier.finish())
                 });
                 let read = (|| -> Result<()> {
-                    loop {
-                        let mut part = Vec::with_capacity(VERIFY_PART);
-                        while part.len() < VERIFY_PART {
-                            let Some(row) = rows.next()? else { break };
+                    let mut part = Vec::with_capacity(VERIFY_PART);
+                    for run in &runs {
+                        let mut rows = stmt.query(params![run.session, run.lo, run.hi])?;
+                        while let Some(row) = rows.next()? {
                             part.push(raw_record(row)?);
-                        }
-                        let more = part.len() == VERIFY_PART;
-                        if part.is_empty() || to_verifier.send(part).is_err() || !more {
-                            return Ok(());
+                            if part.len() == VERIFY_PART {
+                                let full =
+                                    std::mem::replace(&mut part, Vec::with_capacity(VERIFY_PART));
+                                if to_verifier.send(full).is_err() {
+                                    return Ok(());
+                                }
+                            }
                         }
                     }
+                    if !part.is_empty() {
+                        // A verifier that already stopped has its verdict.
+                        drop(to_verifier.send(part));
+                    }
+                    Ok(())
                 })();
                 drop(to_verifier);
                 let verdict = verifier
@@ -310,13 +322,16 @@ impl SqliteJournal {
         .await
     }
 
-    /// Every session uid that has events, sorted.
+    /// Every session uid that has events of its own or a shared prefix, sorted.
     ///
     /// # Errors
     /// Storage failures.
     pub async fn sessions_with_events(&self) -> Result<Vec<String>> {
         self.with_reader(|conn| {
-            let mut stmt = conn.prepare("SELECT DISTINCT session FROM events ORDER BY session")?;
+            let mut stmt = conn.prepare(
+                "SELECT session FROM events UNION SELECT session FROM session_prefix
+                 ORDER BY session",
+            )?;
             let rows = stmt.query_map([], |r| r.get(0))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
@@ -395,7 +410,10 @@ impl Journal for SqliteJournal {
         let session = session.to_owned();
         self.with_reader(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?1")?
+                .prepare_cached(
+                    "SELECT COALESCE((SELECT MAX(seq) FROM events WHERE session = ?1),
+                                     (SELECT fork_seq FROM session_prefix WHERE session = ?1), 0)",
+                )?
                 .query_row([&session], |r| r.get(0))?)
         })
         .await
@@ -409,20 +427,37 @@ impl Journal for SqliteJournal {
                 "SELECT seq, prev_hash, hash, fence, event FROM events
                  WHERE session = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
             )?;
-            let mut rows = stmt.query(params![session, from, to])?;
             let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                let seq: i64 = row.get(0)?;
-                let blob: Vec<u8> = row.get(4)?;
-                out.push(LogRecord {
-                    seq,
-                    prev_hash: row.get(1)?,
-                    hash: row.get(2)?,
-                    fence: row.get(3)?,
-                    event: decode_event(&session, seq, &blob)?,
-                });
+            for run in prefix::segments(conn, &session)? {
+                let Some(run) = run.clip(from, to) else {
+                    continue;
+                };
+                let mut rows = stmt.query(params![run.session, run.lo, run.hi])?;
+                while let Some(row) = rows.next()? {
+                    let seq: i64 = row.get(0)?;
+                    let blob: Vec<u8> = row.get(4)?;
+                    out.push(LogRecord {
+                        seq,
+                        prev_hash: row.get(1)?,
+                        hash: row.get(2)?,
+                        fence: row.get(3)?,
+                        event: decode_event(&run.session, seq, &blob)?,
+                    });
+                }
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
+        rules::check_session_uid(parent)?;
+        rules::check_session_uid(child)?;
+        self.send(|ack| Command::Fork {
+            parent: parent.to_owned(),
+            at_seq,
+            child: child.to_owned(),
+            ack,
         })
         .await
     }

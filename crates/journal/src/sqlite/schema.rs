@@ -1,6 +1,19 @@
 //! Opening a SQLite journal file: pragmas, the schema stamp and the migration ladder
 //! (semantics §1.5). The table layout is the reference implementation's, so its auditors and
 //! verifiers read our files.
+//!
+//! One addition, outside the ladder: the table `session_prefix(session, parent_uid, fork_seq,
+//! fork_hash)`. A row there marks `session` as a *shared-prefix* fork child: its records
+//! `1..=fork_seq` are not in its own `events` rows but are the chain of `parent_uid` up to that
+//! seq (see [`crate::lineage`]), and `fork_hash` is the hash at that seq, the link of the child's
+//! first own record. A child without a row there is read from its own rows only, which is what
+//! the reference implementation writes: its children carry `sessions.parent_uid`/`fork_seq` *and*
+//! a copied prefix, and such files keep reading as they are. The table is created with
+//! `IF NOT EXISTS` on every open and the stamp stays 2, so the reference still opens our files
+//! (it sees a shared-prefix child's own records only: the deliberate difference of
+//! ARCHITECTURE.md). `sessions.parent_uid`/`fork_seq` of a shared-prefix child are written with
+//! the link and kept equal to it. The index on `parent_uid` finds the children that still read
+//! a session's rows.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,6 +75,17 @@ CREATE TABLE IF NOT EXISTS reserved_harness_names (
 CREATE INDEX IF NOT EXISTS sessions_harness ON sessions(harness);
 ";
 
+/// The shared-prefix marker table; see the module documentation.
+const PREFIX_DDL: &str = "
+CREATE TABLE IF NOT EXISTS session_prefix (
+    session    TEXT PRIMARY KEY,
+    parent_uid TEXT NOT NULL,
+    fork_seq   INTEGER NOT NULL,
+    fork_hash  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_prefix_parent ON session_prefix(parent_uid, fork_seq);
+";
+
 /// Opens a connection with the journal's pragmas. The schema stamp is checked before anything
 /// is written, so a file from a newer build is refused untouched.
 pub(crate) fn open_connection(path: &Path, writable: bool) -> Result<Connection> {
@@ -110,6 +134,7 @@ pub(crate) fn prepare_writer(conn: &mut Connection, now_ns: i64) -> Result<()> {
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
+    tx.execute_batch(PREFIX_DDL)?;
     tx.commit()?;
     Ok(())
 }

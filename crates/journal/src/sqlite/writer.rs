@@ -42,7 +42,7 @@ use crate::journal::{HarnessRow, RegisterOutcome, SessionRow};
 use crate::projection::project_compute_state;
 use crate::record::LogRecord;
 use crate::rules;
-use crate::sqlite::codec;
+use crate::sqlite::{codec, prefix};
 
 /// Most commands committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
@@ -67,6 +67,12 @@ pub(crate) enum Command {
     },
     NewFence {
         session: String,
+        ack: Ack<i64>,
+    },
+    Fork {
+        parent: String,
+        at_seq: i64,
+        child: String,
         ack: Ack<i64>,
     },
     PutSession {
@@ -543,6 +549,12 @@ impl Writer {
                 }
                 Done::Fence(ack, fence)
             }
+            Command::Fork {
+                parent,
+                at_seq,
+                child,
+                ack,
+            } => Done::Fence(ack, self.fork(&parent, at_seq, &child, now)),
             Command::PutSession { row, ack } => {
                 Done::Unit(ack, put_session(conn, *row, now, project))
             }
@@ -593,6 +605,68 @@ impl Writer {
         }
     }
 
+    /// Creates `child` as a shared-prefix fork of `parent` at `at_seq` (see
+    /// [`Journal::fork_session`](crate::Journal::fork_session)): one `session_prefix` row and one
+    /// `sessions` row, nothing of the prefix. The parent's head comes from the cache, so appends
+    /// earlier in this batch count.
+    fn fork(&mut self, parent: &str, at_seq: i64, child: &str, now: i64) -> Result<i64> {
+        let conn = &self.conn;
+        let head = cached_head(&mut self.heads, conn, parent)?.seq;
+        let parent_row: Option<(String, String, String)> = conn
+            .prepare_cached("SELECT project, harness, model FROM sessions WHERE session = ?1")?
+            .query_row([parent], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        if head == 0 && parent_row.is_none() {
+            return Err(JournalError::SessionNotFound(parent.to_owned()));
+        }
+        rules::check_fork_seq(parent, at_seq, head)?;
+        if session_taken(conn, child)? {
+            return Err(JournalError::SessionExists(child.to_owned()));
+        }
+        let segments = prefix::segments(conn, parent)?;
+        let fork_hash = prefix::hash_at(conn, &segments, at_seq)?.ok_or_else(|| {
+            JournalError::InvalidArgument(format!(
+                "session {parent} has no stored record at seq {at_seq} to fork from"
+            ))
+        })?;
+        let state = prefix::state_at(conn, &segments, at_seq)?;
+        let (project, harness, model) = parent_row
+            .unwrap_or_else(|| (self.default_project.clone(), String::new(), String::new()));
+        atomically(conn, 2, || {
+            conn.prepare_cached(
+                "INSERT INTO session_prefix(session, parent_uid, fork_seq, fork_hash)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![child, parent, at_seq, fork_hash])?;
+            conn.prepare_cached(
+                "INSERT INTO sessions(session, fence, project, harness, model, parent_uid,
+                                      fork_seq, compute_state, created_at, updated_at)
+                 VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+            )?
+            .execute(params![
+                child,
+                project,
+                harness,
+                model,
+                parent,
+                at_seq,
+                state.as_str(),
+                now
+            ])?;
+            Ok(())
+        })?;
+        self.heads.insert(
+            child.to_owned(),
+            SessionHead {
+                seq: at_seq,
+                hash: fork_hash,
+                fence: 1,
+                state,
+            },
+        );
+        Ok(1)
+    }
+
     /// Touches the `sessions` row of every session appended to since the last touch: sets its
     /// update time and compute state, creating the row when missing. A complete row takes a
     /// plain `UPDATE`, which leaves the listing index alone; only a missing row, or one without
@@ -627,7 +701,7 @@ impl Writer {
 fn failed(cmd: Command, e: JournalError) -> Done {
     match cmd {
         Command::Append { ack, .. } => Done::Append(ack, Err(e)),
-        Command::NewFence { ack, .. } => Done::Fence(ack, Err(e)),
+        Command::NewFence { ack, .. } | Command::Fork { ack, .. } => Done::Fence(ack, Err(e)),
         Command::PutSession { ack, .. } | Command::Reserve { ack, .. } => Done::Unit(ack, Err(e)),
         Command::Register { ack, .. } => Done::Register(ack, Err(e)),
         Command::Retire { ack, .. } => Done::Harness(ack, Err(e)),
@@ -637,7 +711,7 @@ fn failed(cmd: Command, e: JournalError) -> Done {
 fn fail_command(cmd: Command, err: impl Fn() -> JournalError) {
     match cmd {
         Command::Append { ack, .. } => drop(ack.send(Err(err()))),
-        Command::NewFence { ack, .. } => drop(ack.send(Err(err()))),
+        Command::NewFence { ack, .. } | Command::Fork { ack, .. } => drop(ack.send(Err(err()))),
         Command::PutSession { ack, .. } | Command::Reserve { ack, .. } => {
             drop(ack.send(Err(err())));
         }
@@ -659,13 +733,17 @@ fn cached_head<'h>(
 }
 
 fn load_head(conn: &Connection, session: &str) -> Result<SessionHead> {
-    let (seq, hash): (i64, String) = conn
+    let own: Option<(i64, String)> = conn
         .prepare_cached(
             "SELECT seq, hash FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
         )?
         .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?
-        .unwrap_or_default();
+        .optional()?;
+    // A shared-prefix child without records of its own stands at its fork point.
+    let (seq, hash) = match own {
+        Some(head) => head,
+        None => prefix::link_head(conn, session)?.unwrap_or_default(),
+    };
     let (fence, state): (i64, String) = conn
         .prepare_cached("SELECT fence, compute_state FROM sessions WHERE session = ?1")?
         .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -759,7 +837,21 @@ fn new_fence(conn: &Connection, session: &str, now: i64, default_project: &str) 
         .query_row(params![session, default_project, now], |r| r.get(0))?)
 }
 
+/// Whether `session` has a row, records or a prefix link.
+fn session_taken(conn: &Connection, session: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE session = ?1)
+                 OR EXISTS (SELECT 1 FROM events WHERE session = ?1)
+                 OR EXISTS (SELECT 1 FROM session_prefix WHERE session = ?1)",
+        )?
+        .query_row([session], |r| r.get(0))?)
+}
+
 fn put_session(conn: &Connection, row: SessionRow, now: i64, default_project: &str) -> Result<()> {
+    if let Some(link) = prefix::link(conn, &row.uid)? {
+        rules::check_lineage_kept(&row, &link.parent, link.fork_seq)?;
+    }
     let project = if row.project.is_empty() {
         default_project.to_owned()
     } else {
