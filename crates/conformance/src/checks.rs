@@ -11,7 +11,7 @@ use agentsessions_api::{
 };
 use agentsessions_controller::{Controller, ControllerError, ExecRequest, ToolExecutor};
 use agentsessions_harnesses::{ChatHarness, EchoHarness};
-use agentsessions_journal::{Journal, LogRecord, export};
+use agentsessions_journal::{Journal, LogRecord};
 use agentsessions_model::{
     AnthropicConfig, AnthropicProvider, CountingProvider, EchoModel, OpenAiConfig, OpenAiProvider,
     RandomTextModel,
@@ -204,16 +204,48 @@ pub async fn fork_equivalence(t: &dyn Transport) {
     .await
     .unwrap();
     let parent = records(&journal, "parent").await;
-    export::load_records(journal.as_ref(), "child", &parent)
-        .await
-        .unwrap();
+    let at = parent.last().map_or(0, |r| r.seq);
+    fork(&journal, "parent", at, "child").await;
     let child = records(&journal, "child").await;
-    assert_eq!(child.len(), parent.len());
+    assert_eq!(
+        child.len(),
+        parent.len() + 1,
+        "the prefix plus the FORK marker"
+    );
     for (c, p) in child.iter().zip(&parent) {
         assert_eq!(c.hash, p.hash, "seq {}", c.seq);
     }
+    assert_eq!(child[parent.len()].prev_hash, parent[parent.len() - 1].hash);
+    // The child goes on alone (a new incarnation, a new fence); the parent does not see it.
+    let fence = journal.new_fence("child").await.unwrap();
+    Controller::new(
+        Arc::clone(&journal),
+        echo(t).await,
+        Arc::new(EchoModel::new()),
+        "child",
+    )
+    .with_fence(fence)
+    .exec(exec("only in the child", None))
+    .await
+    .unwrap();
+    assert_eq!(records(&journal, "parent").await, parent);
     assert_verifies(&journal, "parent").await;
     assert_verifies(&journal, "child").await;
+}
+
+/// Forks `parent` at `at` as the journal does for the Fork RPC: the shared prefix, then the
+/// FORK marker with the child's fence.
+async fn fork(journal: &Arc<dyn Journal>, parent: &str, at: i64, child: &str) {
+    let fence = journal.fork_session(parent, at, child).await.unwrap();
+    let marker = agentsessions_api::Event::new(
+        EventKind::Lifecycle,
+        EventBody::Lifecycle(agentsessions_api::Lifecycle {
+            kind: agentsessions_api::LifecycleKind::Fork,
+            detail: format!("{parent}@{at}"),
+            ..agentsessions_api::Lifecycle::default()
+        }),
+    );
+    journal.append(child, at, fence, marker).await.unwrap();
 }
 
 /// 6 — one writer: a second Exec at the same expected seq fails and appends nothing.
@@ -787,10 +819,7 @@ pub async fn execution_start_reopen_resume_replay_and_fork(t: &dyn Transport) {
         ("child-turn0", turn0_head, &live_starts[..1]),
         ("child-head", head, &live_starts[..]),
     ] {
-        let prefix: Vec<LogRecord> = before.iter().filter(|r| r.seq <= at).cloned().collect();
-        export::load_records(journal.as_ref(), child, &prefix)
-            .await
-            .unwrap();
+        fork(&journal, SESSION, at, child).await;
         let capture = Arc::new(StartCapture::new(false));
         let child_model = random();
         Controller::new(
