@@ -23,7 +23,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     for (i, name) in core.iter().enumerate() {
         let mut deps: BTreeSet<&str> = core[..i].iter().copied().collect();
         if *name == "server" {
-            deps.extend(["harnesswire", "runtime", "model", "harnesses", "postgres"]);
+            deps.extend(["harnesswire", "runtime", "model", "harnesses", "postgres", "auth"]);
         }
         map.insert(*name, deps);
     }
@@ -34,10 +34,12 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         );
     }
     map.insert("postgres", BTreeSet::from(["api", "wire", "journal"]));
+    // Transport security and verified identity: the SPI types only.
+    map.insert("auth", BTreeSet::from(["api"]));
     // The SDK reuses the wire crate's channel and request ids and the journal's chain verifier.
     map.insert(
         "client",
-        BTreeSet::from(["api", "wire", "journal", "harnesswire"]),
+        BTreeSet::from(["api", "wire", "journal", "harnesswire", "auth"]),
     );
     let everything: BTreeSet<&str> = map.keys().copied().collect();
     map.insert("conformance", everything.clone());

@@ -1,0 +1,41 @@
+//! Transport security and verified caller identity for agentsessions (extensions §1–§2: "who may
+//! do what").
+//!
+//! A caller's [`CallerIdentity`](agentsessions_api::CallerIdentity) comes only from a credential
+//! this crate verified: a TLS client certificate chained to a configured CA, or a signed bearer
+//! token (JWT) from a configured issuer for the configured audience. Nothing a request carries in
+//! its fields, and no unverified metadata, is ever read as identity.
+//!
+//! Module map:
+//! - [`config`]: [`AuthConfig`], the daemon's `[auth]` table, and the authorizer it selects.
+//! - [`tls`]: server and client TLS settings for tonic, [`ClientAuth`].
+//! - [`cert`]: [`ClientCertIdentifier`], the identity of a verified client certificate.
+//! - [`jwt`]: [`JwtSettings`] and [`JwtVerifier`], bearer-token verification.
+//! - [`authenticator`]: [`Authenticator`], the per-call decision, [`AuthInterceptor`] (server) and
+//!   [`BearerToken`] (client).
+//! - [`error`]: [`AuthError`] and its gRPC code.
+//!
+//! Server wiring, in order: `config.validate()`, `config.server_tls_config()` into
+//! `Server::builder().tls_config(..)`, `Arc::new(config.authenticator()?)` and its
+//! [`Authenticator::interceptor`] around every service, `config.authorizer()` into the services;
+//! handlers read the caller with [`Authenticated::of`].
+
+pub mod authenticator;
+pub mod cert;
+pub mod config;
+pub mod error;
+pub mod jwt;
+mod pem;
+pub mod tls;
+
+pub use authenticator::{
+    AUTHORIZATION, AuthInterceptor, Authenticated, Authenticator, BearerToken,
+};
+pub use cert::{ClientCertIdentifier, certificate_subject, render_name};
+pub use config::{AllowEntry, AuthConfig, AuthorizationSettings, Policy};
+pub use error::{AuthError, Result};
+pub use jwt::{
+    DEFAULT_LEEWAY_SECS, HmacKeySettings, JwtSettings, JwtVerifier, PublicKeySettings,
+    VerificationKey,
+};
+pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, install_crypto_provider};
