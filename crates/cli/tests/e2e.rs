@@ -16,6 +16,13 @@ use agentsessions_conformance::fixtures::CountingEndpoint;
 const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
 const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
 const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"live answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+/// The same answer as a chat-completions stream, for calls that stream deltas.
+const STREAMED: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"live \"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"answer\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
+    "data: [DONE]\n\n",
+);
 
 /// A running daemon, killed when dropped.
 struct Daemon {
@@ -301,7 +308,7 @@ async fn daemon_serves_clients_races_and_bad_input() {
 async fn sigkill_mid_turn_then_resume_on_a_new_daemon() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.db");
-    let model = CountingEndpoint::start_holding(ANSWER, 1).await;
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 1).await;
     let flags = [
         "--model",
         "test-model",

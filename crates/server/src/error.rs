@@ -5,6 +5,7 @@
 use agentsessions_api::{ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
 use agentsessions_journal::JournalError;
+use agentsessions_placement::PlacementError;
 use tonic::{Code, Status};
 
 /// Everything a Sessions RPC can fail with.
@@ -85,6 +86,9 @@ pub enum ServerError {
     /// The journal refused or failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// Placement refused or failed (routing, admission, runtime, guard).
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
     /// A stored or produced value that does not convert.
     #[error("internal: {0}")]
     Internal(String),
@@ -110,6 +114,7 @@ impl ServerError {
             | Self::FailedPrecondition(_) => Code::FailedPrecondition,
             Self::Controller(e) => code_of(e.status_code()),
             Self::Journal(e) => journal_code(e),
+            Self::Placement(e) => placement_code(e),
             Self::Internal(_) => Code::Internal,
         }
     }
@@ -139,6 +144,7 @@ impl ServerError {
                 Code::InvalidArgument => "invalid_argument",
                 _ => "internal",
             },
+            Self::Placement(e) => e.kind(),
             Self::Internal(_) => "internal",
         }
     }
@@ -170,6 +176,56 @@ fn journal_code(err: &JournalError) -> Code {
         JournalError::UnsupportedSchema { .. } => Code::FailedPrecondition,
         JournalError::CommitFailed { .. } | JournalError::Closed => Code::Unavailable,
         _ => Code::Internal,
+    }
+}
+
+/// Placement's rows (semantics §8 placement column, extensions §3 and §5).
+fn placement_code(err: &PlacementError) -> Code {
+    match err {
+        PlacementError::UnknownHarness { .. }
+        | PlacementError::ForkOutOfRange { .. }
+        | PlacementError::ForkCount { .. }
+        | PlacementError::ChildNames { .. } => Code::InvalidArgument,
+        PlacementError::NameTaken { .. } => Code::AlreadyExists,
+        PlacementError::SessionBusy(_) => Code::Aborted,
+        PlacementError::Unplaceable { .. }
+        | PlacementError::DescriptorMismatch { .. }
+        | PlacementError::RecordedHarnessNotServed { .. }
+        | PlacementError::Pinned { .. }
+        | PlacementError::ForkNotAtHead { .. }
+        | PlacementError::DeletionPending(_)
+        | PlacementError::NothingToCancel { .. }
+        | PlacementError::InstanceMismatch { .. } => Code::FailedPrecondition,
+        PlacementError::HarnessUnavailable { .. } => Code::Unavailable,
+        PlacementError::AdmissionInterrupted { .. } => Code::DeadlineExceeded,
+        PlacementError::DescribeFailed { .. } => Code::Internal,
+        PlacementError::Dial { source, .. } => match api_code(source) {
+            Code::InvalidArgument => Code::InvalidArgument,
+            _ => Code::Unavailable,
+        },
+        PlacementError::Runtime { source, .. } => api_code(source),
+        PlacementError::Controller(e) => code_of(e.status_code()),
+        PlacementError::Journal(e) => journal_code(e),
+    }
+}
+
+/// SPI errors a runtime, dialer or harness returns (extensions §5): the typed ones by kind, a
+/// status by its code, wrapped and joined ones by their first leaf.
+fn api_code(err: &ApiError) -> Code {
+    match err {
+        ApiError::ComputeBusy | ApiError::SnapshotSuperseded => Code::Aborted,
+        ApiError::CheckpointPending => Code::Unavailable,
+        ApiError::MemoryStateLost
+        | ApiError::InvalidCheckpoint
+        | ApiError::InvalidModelPolicy
+        | ApiError::ModelNotAllowed { .. } => Code::FailedPrecondition,
+        ApiError::InvalidCallerIdentity => Code::Unauthenticated,
+        ApiError::PermissionDenied => Code::PermissionDenied,
+        ApiError::Cancelled => Code::Cancelled,
+        ApiError::ApprovalParked(_) => Code::Ok,
+        ApiError::Status { code, .. } => code_of(*code),
+        ApiError::Wrapped { source, .. } => api_code(source),
+        ApiError::Joined(errors) => errors.first().map_or(Code::Internal, api_code),
     }
 }
 
@@ -266,6 +322,145 @@ mod tests {
             ),
             (ServerError::Internal("x".into()), Code::Internal),
         ];
+        let api = |e: ApiError| PlacementError::Runtime {
+            op: agentsessions_placement::RuntimeOp::Create,
+            session: "s".into(),
+            source: e,
+        };
+        // Placement's rows (semantics §8 placement column, extensions §3 and §5).
+        let placement: Vec<(PlacementError, Code)> = vec![
+            (
+                PlacementError::UnknownHarness {
+                    name: "x".into(),
+                    served: "echo".into(),
+                },
+                Code::InvalidArgument,
+            ),
+            (PlacementError::SessionBusy("s".into()), Code::Aborted),
+            (
+                PlacementError::Unplaceable {
+                    harness: "counter".into(),
+                    reason: "no memory snapshots".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::DescriptorMismatch {
+                    harness: "h".into(),
+                    expected: "a".into(),
+                    reported: "b".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::HarnessUnavailable {
+                    harness: "h".into(),
+                    source: ApiError::status(StatusCode::Unavailable, "down"),
+                },
+                Code::Unavailable,
+            ),
+            (
+                PlacementError::AdmissionInterrupted {
+                    harness: "h".into(),
+                },
+                Code::DeadlineExceeded,
+            ),
+            (
+                PlacementError::RecordedHarnessNotServed {
+                    session: "s".into(),
+                    harness: "h".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::Pinned {
+                    session: "s".into(),
+                    pinned: "a".into(),
+                    requested: "b".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::ForkNotAtHead {
+                    harness: "h".into(),
+                    at: 1,
+                    head: 5,
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::ForkOutOfRange { at: 9, head: 5 },
+                Code::InvalidArgument,
+            ),
+            (
+                PlacementError::ForkCount { count: 129 },
+                Code::InvalidArgument,
+            ),
+            (
+                PlacementError::ChildNames { count: 2, names: 1 },
+                Code::InvalidArgument,
+            ),
+            (
+                PlacementError::DeletionPending("s".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::NothingToCancel {
+                    session: "s".into(),
+                    detail: String::new(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::InstanceMismatch {
+                    session: "s".into(),
+                    recorded: "a".into(),
+                    placed: "b".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (api(ApiError::MemoryStateLost), Code::FailedPrecondition),
+            (api(ApiError::ComputeBusy), Code::Aborted),
+            (api(ApiError::CheckpointPending), Code::Unavailable),
+            (api(ApiError::InvalidCheckpoint), Code::FailedPrecondition),
+            (api(ApiError::SnapshotSuperseded), Code::Aborted),
+            (
+                api(ApiError::MemoryStateLost.wrap("restoring")),
+                Code::FailedPrecondition,
+            ),
+            (
+                PlacementError::Dial {
+                    harness: "h".into(),
+                    address: "unix:/x".into(),
+                    source: ApiError::status(StatusCode::Unavailable, "nothing listens"),
+                },
+                Code::Unavailable,
+            ),
+            (
+                PlacementError::NameTaken {
+                    name: "echo".into(),
+                    reason: "reserved".into(),
+                },
+                Code::AlreadyExists,
+            ),
+            (
+                PlacementError::Controller(ControllerError::Parked(Default::default())),
+                Code::Ok,
+            ),
+            (
+                PlacementError::Journal(JournalError::Fenced {
+                    session: "s".into(),
+                    fence: 1,
+                    current: 2,
+                }),
+                Code::Aborted,
+            ),
+        ];
+        let rows = rows.into_iter().chain(
+            placement
+                .into_iter()
+                .map(|(e, c)| (ServerError::from(e), c)),
+        );
         for (err, code) in rows {
             assert_eq!(err.code(), code, "{err}");
             assert_eq!(err.status().code(), code);

@@ -1,28 +1,38 @@
 //! The agentsessions `Sessions` gRPC service over a journal.
 //!
 //! ```text
-//!  client ──Sessions RPC──► SessionsService ──► guard (one operation per session on this host)
+//!  client ──Sessions RPC──► SessionsService ──► Placer (guard, routing, admission, runtime)
 //!                                │                 │
-//!                                │                 ├─► Harnesses (name → harness, admission gate)
 //!                                │                 └─► Controller (turns, replay, approvals)
 //!                                └──────────────► Journal (CAS + fence, the truth)
 //! ```
 //!
-//! Build it with [`ServerBuilder`], then serve it with [`serve_tcp`] or [`serve_unix`] (both add
-//! `grpc.health.v1` and gRPC reflection) or add [`SessionsService::into_server`] to your own
-//! tonic router.
+//! The API the binaries use, in full:
+//!
+//! ```text
+//! let service = ServerBuilder::new(journal, model)         // Arc<dyn Journal>, Arc<dyn ModelProvider>
+//!     .harness("echo", harness, RuntimeCapabilities::default())  // a harness object this process holds
+//!     .runtime_harness("vm", runtime, dialer, source)     // Arc<dyn Runtime>, Arc<dyn HarnessDialer>
+//!     .default_harness("echo")
+//!     .project("default")
+//!     .build()?;                                           // SessionsService
+//! let registry = RegistryService::new(&service);           // HarnessRegistry (operator listener)
+//! registry.load().await?;                                  // reserve static names, load stored rows
+//! serve_tcp(listener, service, shutdown).await?;           // + grpc.health.v1 + reflection
+//! ```
+//!
+//! Or add [`SessionsService::into_server`] and [`RegistryService::into_server`] to your own tonic
+//! router.
 //!
 //! Module map:
 //! - [`error`]: [`ServerError`] and the one error → gRPC status table.
-//! - [`harnesses`]: the served harnesses by name and the admission gate.
+//! - [`harnesses`]: harness address rules.
 //! - [`service`]: every Sessions RPC.
 //! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
-//! - `guard`: the per-session guard.
 #![warn(missing_docs)]
 
 pub mod error;
-mod guard;
 pub mod harnesses;
 pub mod registry;
 mod render;
@@ -32,17 +42,18 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentsessions_api::{Harness, ModelProvider, RuntimeCapabilities};
-use agentsessions_controller::{Cancellations, ToolExecutor};
+use agentsessions_api::{Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities};
+use agentsessions_controller::ToolExecutor;
 use agentsessions_journal::Journal;
 use agentsessions_journal::journal::DEFAULT_PROJECT;
+use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::SessionsServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
 
+pub use agentsessions_placement as placement;
 pub use error::{Result, ServerError};
-pub use harnesses::{HarnessEntry, Harnesses};
 pub use registry::RegistryService;
 pub use service::{MAX_FORK_COUNT, SessionsService};
 
@@ -54,7 +65,8 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub struct ServerBuilder {
     journal: Arc<dyn Journal>,
     model: Arc<dyn ModelProvider>,
-    harnesses: Harnesses,
+    harnesses: Registry,
+    routes: Vec<(String, Backend)>,
     default_harness: Option<String>,
     project: String,
     tools: Option<Arc<dyn ToolExecutor>>,
@@ -64,7 +76,10 @@ pub struct ServerBuilder {
 impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerBuilder")
-            .field("harnesses", &self.harnesses)
+            .field(
+                "routes",
+                &self.routes.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
             .field("project", &self.project)
             .finish_non_exhaustive()
     }
@@ -76,7 +91,8 @@ impl ServerBuilder {
         Self {
             journal,
             model,
-            harnesses: Harnesses::default(),
+            harnesses: Registry::default(),
+            routes: Vec::new(),
             default_harness: None,
             project: DEFAULT_PROJECT.to_owned(),
             tools: None,
@@ -94,7 +110,27 @@ impl ServerBuilder {
         harness: Arc<dyn Harness>,
         capabilities: RuntimeCapabilities,
     ) -> Self {
-        self.harnesses.add(name, harness, capabilities);
+        self.route(name, Backend::attached(harness, capabilities))
+    }
+
+    /// Serves the harness `runtime` places and `dialer` reaches under `name`; the admission gate
+    /// checks the descriptor from `source` before any compute is created, then again on the
+    /// dialed harness.
+    #[must_use]
+    pub fn runtime_harness(
+        self,
+        name: impl Into<String>,
+        runtime: Arc<dyn Runtime>,
+        dialer: Arc<dyn HarnessDialer>,
+        source: DescriptorSource,
+    ) -> Self {
+        self.route(name, Backend::new(runtime, dialer, source))
+    }
+
+    /// Serves `backend` under `name` (static route). The first route added is the default.
+    #[must_use]
+    pub fn route(mut self, name: impl Into<String>, backend: Backend) -> Self {
+        self.routes.push((name.into(), backend));
         self
     }
 
@@ -131,16 +167,26 @@ impl ServerBuilder {
     /// The service.
     ///
     /// # Errors
-    /// [`ServerError::InvalidArgument`] when no harness was added;
-    /// [`ServerError::UnknownHarness`] for a default that is not served.
+    /// [`ServerError::InvalidArgument`] when no harness was added or one has an empty name;
+    /// `Placement(UnknownHarness)` for a default that is not served.
     pub fn build(self) -> Result<SessionsService> {
-        if self.harnesses.names().is_empty() {
+        if self.routes.is_empty() {
             return Err(ServerError::InvalidArgument(
                 "a server needs at least one harness".into(),
             ));
         }
+        for (name, backend) in self.routes {
+            self.harnesses
+                .add_static(name, backend)
+                .map_err(|e| ServerError::InvalidArgument(e.to_string()))?;
+        }
         if let Some(name) = &self.default_harness {
             self.harnesses.set_default(name)?;
+        }
+        let mut placer = Placer::new(Arc::clone(&self.journal), self.model, self.harnesses)
+            .with_stream_deltas(self.stream_deltas);
+        if let Some(tools) = self.tools {
+            placer = placer.with_tools(tools);
         }
         let project = if self.project.is_empty() {
             DEFAULT_PROJECT.to_owned()
@@ -149,14 +195,9 @@ impl ServerBuilder {
         };
         Ok(SessionsService {
             inner: Arc::new(service::Inner {
+                placer,
                 journal: self.journal,
-                harnesses: self.harnesses,
-                model: self.model,
                 project,
-                tools: self.tools,
-                stream_deltas: self.stream_deltas,
-                guards: guard::SessionGuards::default(),
-                cancellations: Cancellations::default(),
             }),
         })
     }
@@ -172,10 +213,8 @@ impl SessionsService {
 
     /// Names of the served harnesses and the default one.
     pub fn harness_names(&self) -> (Vec<String>, String) {
-        (
-            self.inner.harnesses.names(),
-            self.inner.harnesses.default_name(),
-        )
+        let registry = self.inner.placer.registry();
+        (registry.names(), registry.default_name())
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentsessions_api::RuntimeCapabilities;
 use agentsessions_harnesswire::RemoteHarness;
 use agentsessions_journal::{HarnessRow, HarnessState, Journal, RegisterOutcome};
+use agentsessions_placement::{Backend, Registry, Source};
 use agentsessions_wire::convert::timestamp_to_pb;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::harness_registry_server::{HarnessRegistry, HarnessRegistryServer};
@@ -17,7 +18,7 @@ use agentsessions_wire::pb::harness_spec::Placement;
 use tonic::{Request, Response, Status};
 
 use crate::error::{Result, ServerError};
-use crate::harnesses::{HarnessEntry, Harnesses, Source, check_harness_address};
+use crate::harnesses::check_harness_address;
 use crate::service::SessionsService;
 
 /// Largest canonical spec a registration may have.
@@ -34,7 +35,7 @@ const MAX_PAGE: usize = 500;
 #[derive(Clone)]
 pub struct RegistryService {
     journal: Arc<dyn Journal>,
-    harnesses: Harnesses,
+    harnesses: Registry,
 }
 
 impl std::fmt::Debug for RegistryService {
@@ -216,18 +217,19 @@ fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
     }
 }
 
-fn entry_for(name: &str, spec: &pb::HarnessSpec) -> Result<HarnessEntry> {
+fn entry_for(name: &str, spec: &pb::HarnessSpec) -> Result<Backend> {
     let address = servable_address(spec)?;
     let harness = RemoteHarness::connect_lazy(&address)
         .map_err(|e| ServerError::FailedPrecondition(format!("harness {name:?}: {e}")))?;
-    Ok(HarnessEntry {
-        name: name.to_owned(),
-        harness: Arc::new(harness),
-        // A remote harness runs on compute this host does not snapshot.
-        capabilities: RuntimeCapabilities::default(),
-        expected_id: spec.descriptor_id.clone(),
-        source: Source::Registered,
-    })
+    // A remote harness runs on compute this host does not snapshot.
+    Ok(
+        Backend::attached(Arc::new(harness), RuntimeCapabilities::default())
+            .expect_descriptor_id(spec.descriptor_id.clone()),
+    )
+}
+
+fn is_static(harnesses: &Registry, name: &str) -> bool {
+    harnesses.contains(name) && harnesses.source(name) == Some(Source::Static)
 }
 
 fn registration(row: &HarnessRow) -> pb::HarnessRegistration {
@@ -269,7 +271,7 @@ impl RegistryService {
     pub fn new(sessions: &SessionsService) -> Self {
         Self {
             journal: Arc::clone(&sessions.inner.journal),
-            harnesses: sessions.inner.harnesses.clone(),
+            harnesses: sessions.inner.placer.registry().clone(),
         }
     }
 
@@ -303,8 +305,8 @@ impl RegistryService {
             after.clone_from(&last.name);
             for row in &rows {
                 match spec_from_json(&row.spec).and_then(|spec| entry_for(&row.name, &spec)) {
-                    Ok(entry) => {
-                        if self.harnesses.register(entry) {
+                    Ok(backend) => {
+                        if self.harnesses.register(row.name.clone(), backend).is_ok() {
                             loaded += 1;
                         }
                     }
@@ -330,7 +332,7 @@ impl RegistryService {
                 req.name
             )));
         }
-        if self.harnesses.is_static(&req.name) {
+        if is_static(&self.harnesses, &req.name) {
             return Err(ServerError::AlreadyExists(format!(
                 "{:?} is a static harness of this host",
                 req.name
@@ -354,7 +356,8 @@ impl RegistryService {
                 ),
                 other => other.into(),
             })?;
-        self.harnesses.register(entry);
+        // Already served (an identical registration, or one loaded at startup): keep it.
+        let _kept = self.harnesses.register(req.name.clone(), entry);
         Ok(pb::RegisterHarnessResponse {
             harness: Some(registration(&row)),
             outcome: match outcome {
@@ -369,7 +372,7 @@ impl RegistryService {
         if req.name.is_empty() {
             return Err(ServerError::InvalidArgument("name is required".into()));
         }
-        let mut found = if self.harnesses.is_static(&req.name) {
+        let mut found = if is_static(&self.harnesses, &req.name) {
             static_registration(&req.name)
         } else {
             match self.journal.get_harness(&req.name).await? {
@@ -378,8 +381,8 @@ impl RegistryService {
             }
         };
         match self.harnesses.resolve(&req.name) {
-            Ok(entry) if req.observe => {
-                match tokio::time::timeout(OBSERVE_TIMEOUT, entry.harness.describe()).await {
+            Ok(route) if req.observe => {
+                match tokio::time::timeout(OBSERVE_TIMEOUT, route.backend.describe()).await {
                     Ok(Ok(descriptor)) => found.observed = Some(descriptor.into()),
                     Ok(Err(e)) => found.observe_error = e.to_string(),
                     Err(_) => found.observe_error = "describe timed out after 10 s".into(),
@@ -446,7 +449,7 @@ impl RegistryService {
         if req.name.is_empty() {
             return Err(ServerError::InvalidArgument("name is required".into()));
         }
-        if self.harnesses.is_static(&req.name) {
+        if is_static(&self.harnesses, &req.name) {
             return Err(ServerError::FailedPrecondition(format!(
                 "{:?} is a static harness; remove it from the host's configuration instead",
                 req.name

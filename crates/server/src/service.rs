@@ -6,20 +6,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentsessions_api::{
-    ApprovalDecision, Delta, Event, EventBody, EventKind, IdentityRef, Lifecycle, LifecycleKind,
-    Message, ModelProvider, Session, SnapshotRef, Timestamp,
-};
+use agentsessions_api::{ApprovalDecision, Delta, Message, Session};
 use agentsessions_controller::approval::ApprovalScan;
-use agentsessions_controller::log::ExecutionLog;
-use agentsessions_controller::{
-    Cancellations, Controller, ControllerError, ExecRequest, Observer, ToolExecutor,
-};
+use agentsessions_controller::{ExecRequest, Observer};
 use agentsessions_harnesswire::request_id;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
-    HarnessState, Journal, JournalError, ListQuery, LogRecord, SessionInfo, SessionRow, export,
+    HarnessState, Journal, JournalError, ListQuery, LogRecord, SessionInfo, SessionRow,
 };
+use agentsessions_placement::{ExecCall, ForkCall, Placer, ResumeCall, Source};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
 use agentsessions_wire::pb::sessions_server::Sessions;
@@ -29,27 +24,18 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::error::{Result, ServerError};
-use crate::guard::{Held, SessionGuards};
-use crate::harnesses::{HarnessEntry, Harnesses, Source};
 use crate::render::{Tail, record_to_pb, render, render_with, tail};
 
 /// Most children one Fork may create (semantics §4.4).
 pub const MAX_FORK_COUNT: i32 = 128;
 /// Records per journal read when streaming a Replay.
 const REPLAY_PAGE: i64 = 1_000;
-/// How long Cancel waits for the cancelled turn to unwind before answering.
-const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 
 /// The state every RPC shares.
 pub(crate) struct Inner {
     pub(crate) journal: Arc<dyn Journal>,
-    pub(crate) harnesses: Harnesses,
-    pub(crate) model: Arc<dyn ModelProvider>,
+    pub(crate) placer: Placer,
     pub(crate) project: String,
-    pub(crate) tools: Option<Arc<dyn ToolExecutor>>,
-    pub(crate) stream_deltas: bool,
-    pub(crate) guards: SessionGuards,
-    pub(crate) cancellations: Cancellations,
 }
 
 /// The `Sessions` gRPC service. Build it with [`crate::ServerBuilder`].
@@ -62,7 +48,7 @@ impl std::fmt::Debug for SessionsService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionsService")
             .field("project", &self.inner.project)
-            .field("harnesses", &self.inner.harnesses.names())
+            .field("harnesses", &self.inner.placer.registry().names())
             .finish_non_exhaustive()
     }
 }
@@ -111,18 +97,6 @@ fn required<'a>(value: &'a str, what: &str) -> Result<&'a str> {
     Ok(value)
 }
 
-fn lifecycle(kind: LifecycleKind, detail: String, snapshot: Option<SnapshotRef>) -> Event {
-    Event::new(
-        EventKind::Lifecycle,
-        EventBody::Lifecycle(Lifecycle {
-            kind,
-            detail,
-            snapshot,
-            compute_instance: String::new(),
-        }),
-    )
-}
-
 fn deadline_of(deadline_unix: i64) -> Option<SystemTime> {
     u64::try_from(deadline_unix)
         .ok()
@@ -140,14 +114,10 @@ fn send(tx: &UpdateSender, update: Update) {
 /// Forwards committed records and deltas of a running turn to its Exec stream, in order.
 struct StreamObserver {
     tx: UpdateSender,
-    held: Arc<Held>,
 }
 
 impl Observer for StreamObserver {
     fn record(&self, record: &LogRecord) {
-        if record.event.kind == EventKind::ExecutionStart {
-            self.held.set_execution(&record.event.execution_id);
-        }
         send(&self.tx, Update::Record(record_to_pb(record)));
     }
 
@@ -186,71 +156,18 @@ impl Inner {
 
     async fn rendered(&self, uid: &str) -> Result<pb::Session> {
         let info = self.info(uid).await?;
-        let running = self.guards.is_busy(uid);
+        let running = self.placer.is_busy(uid);
         render(self.journal.as_ref(), info, running).await
     }
 
-    fn controller(&self, entry: &HarnessEntry, uid: &str, fence: i64) -> Controller {
-        let controller = Controller::new(
-            Arc::clone(&self.journal),
-            Arc::clone(&entry.harness),
-            Arc::clone(&self.model),
-            uid,
-        )
-        .with_fence(fence)
-        .with_registry_name(entry.name.clone())
-        .with_cancellations(self.cancellations.clone())
-        .with_stream_deltas(self.stream_deltas);
-        match &self.tools {
-            Some(tools) => controller.with_tools(Arc::clone(tools)),
-            None => controller,
-        }
-    }
-
-    /// Appends a host lifecycle record at the head with a freshly minted fence.
-    async fn append_lifecycle(&self, uid: &str, event: Event, fence: Option<i64>) -> Result<()> {
-        let fence = match fence {
-            Some(fence) => fence,
-            None => self.journal.new_fence(uid).await?,
-        };
-        let head = self.journal.head(uid).await?;
-        self.journal.append(uid, head, fence, event).await?;
-        Ok(())
-    }
-
-    /// A per-turn harness override (semantics §7.3): allowed between static harnesses only; a
-    /// session on a registered harness, or an override naming one, is pinned.
-    fn check_override(&self, uid: &str, stored: &str, requested: &str) -> Result<()> {
-        let stored_name = if stored.is_empty() {
-            self.harnesses.default_name()
-        } else {
-            stored.to_owned()
-        };
-        if requested == stored_name {
-            return Ok(());
-        }
-        let registered = |name: &str| {
-            self.harnesses
-                .resolve(name)
-                .is_ok_and(|e| e.source == Source::Registered)
-        };
-        if registered(&stored_name) || registered(requested) {
-            return Err(ServerError::FailedPrecondition(format!(
-                "session {uid:?} is pinned to harness {stored_name:?}; a registered harness \
-                 cannot be swapped for one turn (create a new session, or fork, instead)"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Creates a session row exactly as CreateSession does (semantics §2.2 step 1).
+    /// Creates a session row exactly as CreateSession does (semantics §2.2 step 1, §7.3).
     async fn create(&self, session: Session) -> Result<String> {
-        let entry = self.harnesses.resolve(&session.harness)?;
-        if entry.source == Source::Registered
-            && let Some(row) = self.journal.get_harness(&entry.name).await?
+        let route = self.placer.registry().resolve(&session.harness)?;
+        if route.source == Source::Registered
+            && let Some(row) = self.journal.get_harness(&route.name).await?
             && row.state == HarnessState::Retired
         {
-            return Err(ServerError::HarnessRetired(entry.name));
+            return Err(ServerError::HarnessRetired(route.name));
         }
         let uid = new_session_uid();
         let project = if session.project.is_empty() {
@@ -296,9 +213,8 @@ impl Inner {
         // turn tells the client which session it was on (semantics §2.2 step 5).
         send(
             &tx,
-            Update::Session(render_with(info.clone(), &tail, self.guards.is_busy(&uid))),
+            Update::Session(render_with(info.clone(), &tail, self.placer.is_busy(&uid))),
         );
-        let held = Arc::new(self.guards.try_take(&uid)?);
         // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
         let recovery = inputs.is_empty() && {
             let records = self.journal.read(&uid, 1, info.last_seq).await?;
@@ -307,68 +223,46 @@ impl Inner {
                 .and_then(|scan| scan.selected().map(|gate| !gate.completed))
                 .unwrap_or(false)
         };
-        // A stale cursor is refused before a fence is minted: minting would supersede the
-        // writer that moved the head (on another host) and cost it its turn.
-        if let Some(expected) = req.expected_last_seq
-            && expected != info.last_seq
-        {
-            return Err(JournalError::Conflict {
-                session: uid,
-                expected,
-                actual: info.last_seq,
-            }
-            .into());
-        }
-        let name = if req.harness.is_empty() || recovery {
-            info.row.harness.clone()
-        } else {
-            self.check_override(&uid, &info.row.harness, &req.harness)?;
-            req.harness.clone()
-        };
-        let entry = self.harnesses.resolve(&name)?;
-        entry.admit().await?;
-        let fence = self.journal.new_fence(&uid).await?;
-
-        let observer = Arc::new(StreamObserver {
-            tx: tx.clone(),
-            held: Arc::clone(&held),
-        });
-        let controller = self.controller(&entry, &uid, fence).with_observer(observer);
+        let observer: Arc<dyn Observer> = Arc::new(StreamObserver { tx: tx.clone() });
         let deadline = deadline_of(req.deadline_unix);
         let outcome = if recovery {
-            match controller.resume_until(deadline).await {
-                Ok(_) => {
-                    self.append_lifecycle(
-                        &uid,
-                        lifecycle(LifecycleKind::Resume, String::new(), None),
-                        Some(fence),
-                    )
-                    .await
-                }
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            controller
-                .exec(ExecRequest {
-                    inputs,
-                    expected_last_seq: req.expected_last_seq,
-                    config: req.config,
-                    resume_from_seq: req.resume_from_seq,
+            self.placer
+                .resume(ResumeCall {
+                    session: uid.clone(),
                     deadline,
+                    expected_last_seq: req.expected_last_seq,
+                    observer: Some(observer),
                 })
                 .await
                 .map(|_| ())
-                .map_err(Into::into)
+        } else {
+            self.placer
+                .exec(ExecCall {
+                    session: uid.clone(),
+                    harness: req.harness,
+                    request: ExecRequest {
+                        inputs,
+                        expected_last_seq: req.expected_last_seq,
+                        config: req.config,
+                        resume_from_seq: req.resume_from_seq,
+                        deadline,
+                    },
+                    observer: Some(observer),
+                })
+                .await
+                .map(|_| ())
         };
-        drop(controller);
-        drop(held);
         match outcome {
             Ok(()) if !recovery => Ok(()),
-            Ok(()) | Err(ServerError::Controller(ControllerError::Parked(_))) => {
+            Ok(()) => {
                 send(&tx, Update::Session(self.rendered(&uid).await?));
                 Ok(())
             }
-            Err(err) => Err(err),
+            Err(err) if err.is_park() => {
+                send(&tx, Update::Session(self.rendered(&uid).await?));
+                Ok(())
+            }
+            Err(err) => Err(err.into()),
         }
     }
 
@@ -395,62 +289,22 @@ impl Inner {
                 req.child_names.len()
             )));
         }
-        let (info, _tail) = self.live_session(parent).await?;
-        let entry = self.harnesses.resolve(&info.row.harness)?;
-        let resumability = entry.admit().await?;
-        let head = info.last_seq;
-        let at = if req.at_seq <= 0 { head } else { req.at_seq };
-        if at > head {
-            return Err(ServerError::InvalidArgument(format!(
-                "at_seq {at} is beyond the session's head ({head})"
-            )));
+        self.info(parent).await?;
+        let outcome = self
+            .placer
+            .fork(ForkCall {
+                parent: parent.to_owned(),
+                at_seq: req.at_seq,
+                count,
+                child_names: req.child_names,
+                labels: req.labels.into_iter().collect(),
+            })
+            .await?;
+        let mut children = Vec::with_capacity(outcome.children.len());
+        for child in &outcome.children {
+            children.push(self.rendered(child).await?);
         }
-        if resumability.requires_memory_snapshot() && at != head {
-            return Err(ServerError::ForkNotAtHead { at, head });
-        }
-        let prefix = self.journal.read(parent, 1, at).await?;
-        let mut children = Vec::with_capacity(count);
-        for _ in 0..count {
-            let child = new_session_uid();
-            self.copy_prefix(&child, &prefix).await?;
-            let fence = self.journal.new_fence(&child).await?;
-            self.journal
-                .append(
-                    &child,
-                    at,
-                    fence,
-                    lifecycle(LifecycleKind::Fork, format!("{parent}@{at}"), None),
-                )
-                .await?;
-            children.push(child);
-        }
-        let mut rendered = Vec::with_capacity(count);
-        for (i, child) in children.iter().enumerate() {
-            self.journal
-                .put_session(SessionRow {
-                    uid: child.clone(),
-                    project: info.row.project.clone(),
-                    name: req.child_names.get(i).cloned().unwrap_or_default(),
-                    harness: info.row.harness.clone(),
-                    model: info.row.model.clone(),
-                    parent_uid: parent.to_owned(),
-                    fork_seq: at,
-                    labels: req.labels.clone().into_iter().collect(),
-                    annotations: info.row.annotations.clone(),
-                    origin: info.row.origin.clone(),
-                    identity: IdentityRef::default(),
-                    created_at: None,
-                })
-                .await?;
-            rendered.push(self.rendered(child).await?);
-        }
-        Ok(pb::ForkResponse { children: rendered })
-    }
-
-    /// Gives `child` the parent's records up to the fork point, same bytes and hashes.
-    async fn copy_prefix(&self, child: &str, prefix: &[LogRecord]) -> Result<()> {
-        export::load_records(self.journal.as_ref(), child, prefix).await?;
-        Ok(())
+        Ok(pb::ForkResponse { children })
     }
 
     async fn approve(&self, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
@@ -467,13 +321,7 @@ impl Inner {
                 "approved must be set: true to approve, false to deny".into(),
             ));
         };
-        let (info, _tail) = self.live_session(uid).await?;
-        let _held = self.guards.try_take(uid)?;
-        // Approve never runs the harness; any served entry satisfies the controller's shape.
-        let entry = self
-            .harnesses
-            .resolve(&info.row.harness)
-            .or_else(|_| self.harnesses.resolve(""))?;
+        self.live_session(uid).await?;
         let decision = ApprovalDecision {
             execution_id: req.execution_id,
             tool_call_id: req.tool_call_id,
@@ -482,11 +330,7 @@ impl Inner {
             reason: req.reason,
             identity: req.identity.map(Into::into).unwrap_or_default(),
         };
-        let record = self
-            .controller(&entry, uid, 0)
-            .approve(&decision, Timestamp::now())
-            .await?;
-        drop(_held);
+        let record = self.placer.approve(uid, &decision).await?;
         Ok(pb::ApproveResponse {
             session: Some(self.rendered(uid).await?),
             decision: Some(record_to_pb(&record)),
@@ -496,117 +340,41 @@ impl Inner {
     async fn suspend(&self, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
         self.live_session(uid).await?;
-        let held = self.guards.try_take(uid)?;
-        // Harnesses here keep no state outside the log: the snapshot is the journal itself.
-        let snapshot = SnapshotRef {
-            local: uid.to_owned(),
-            ..SnapshotRef::default()
-        };
-        self.append_lifecycle(
-            uid,
-            lifecycle(LifecycleKind::Suspend, String::new(), Some(snapshot)),
-            None,
-        )
-        .await?;
-        drop(held);
+        self.placer.suspend(uid).await?;
         self.rendered(uid).await
     }
 
     async fn resume(&self, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
-        let (info, _tail) = self.live_session(uid).await?;
-        let held = self.guards.try_take(uid)?;
-        let entry = self.resume_harness(uid, &info).await?;
-        entry.admit().await?;
-        let fence = self.journal.new_fence(uid).await?;
-        match self.controller(&entry, uid, fence).resume().await {
-            Ok(_) => {
-                self.append_lifecycle(
-                    uid,
-                    lifecycle(LifecycleKind::Resume, String::new(), None),
-                    Some(fence),
-                )
-                .await?;
-            }
-            // Waiting for a decision: the paused session is the answer (§4.3 step 3).
-            Err(ControllerError::Parked(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        drop(held);
-        self.rendered(uid).await
-    }
-
-    /// The harness a resume re-drives with (semantics §4.3 step 2): the one the pending
-    /// execution recorded in its EXECUTION_START (a per-turn override included), else the
-    /// session's. A recorded name this host does not serve is refused, never swapped.
-    async fn resume_harness(&self, uid: &str, info: &SessionInfo) -> Result<HarnessEntry> {
-        let records = self.journal.read(uid, 1, info.last_seq).await?;
-        let recorded = ExecutionLog::read(&records)
-            .ok()
-            .and_then(|log| {
-                log.last()
-                    .filter(|e| !e.completed())
-                    .and_then(|e| e.start.as_ref())
-                    .map(|start| start.harness.clone())
+        self.live_session(uid).await?;
+        match self
+            .placer
+            .resume(ResumeCall {
+                session: uid.to_owned(),
+                ..ResumeCall::default()
             })
-            .filter(|name| !name.is_empty());
-        match recorded {
-            Some(name) => self.harnesses.resolve(&name).map_err(|_| {
-                ServerError::FailedPrecondition(format!(
-                    "the interrupted turn of session {uid:?} ran on harness {name:?}, which this \
-                     host does not serve; resume it on a host that does"
-                ))
-            }),
-            None => self.harnesses.resolve(&info.row.harness),
+            .await
+        {
+            // Waiting for a decision: the paused session is the answer (§4.3 step 3).
+            Err(e) if !e.is_park() => return Err(e.into()),
+            _ => {}
         }
+        self.rendered(uid).await
     }
 
     async fn cancel(&self, req: pb::CancelRequest) -> Result<pb::Session> {
         let uid = required(&req.session, "session")?;
         self.info(uid).await?;
-        let execution = if req.execution_id.is_empty() {
-            self.guards.running_execution(uid)
-        } else {
-            Some(req.execution_id.clone())
-        };
-        let reason = if req.reason.is_empty() {
-            "cancelled by request".to_owned()
-        } else {
-            req.reason
-        };
-        let cancelled = execution
-            .as_deref()
-            .is_some_and(|id| self.cancellations.cancel(id, &reason));
-        if !cancelled {
-            return Err(ServerError::NothingToCancel {
-                session: uid.to_owned(),
-                detail: execution.map_or_else(String::new, |id| format!(" under execution {id:?}")),
-            });
-        }
-        // Answer with the session after the turn unwound (LIFECYCLE_CANCEL and END written).
-        let settle = tokio::time::Instant::now() + CANCEL_SETTLE;
-        while self.guards.is_busy(uid) && tokio::time::Instant::now() < settle {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        self.placer
+            .cancel(uid, &req.execution_id, &req.reason)
+            .await?;
         self.rendered(uid).await
     }
 
     async fn delete(&self, uid: &str) -> Result<pb::Session> {
         required(uid, "uid")?;
-        let info = self.info(uid).await?;
-        let tail = tail(self.journal.as_ref(), uid, info.last_seq).await?;
-        if tail.deleted {
-            // Idempotent: the intent is already durable.
-            return Ok(render_with(info, &tail, false));
-        }
-        let held = self.guards.try_take(uid)?;
-        self.append_lifecycle(
-            uid,
-            lifecycle(LifecycleKind::Delete, String::new(), None),
-            None,
-        )
-        .await?;
-        drop(held);
+        self.info(uid).await?;
+        self.placer.delete(uid).await?;
         self.rendered(uid).await
     }
 }
@@ -659,7 +427,7 @@ impl Sessions for SessionsService {
                 .await?;
             let mut sessions = Vec::with_capacity(page.sessions.len());
             for info in page.sessions {
-                let running = inner.guards.is_busy(&info.row.uid);
+                let running = inner.placer.is_busy(&info.row.uid);
                 sessions.push(render(inner.journal.as_ref(), info, running).await?);
             }
             Ok(pb::ListSessionsResponse {

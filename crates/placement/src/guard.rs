@@ -1,21 +1,22 @@
-//! The per-session guard (semantics §2.3 step 2, §4.5): one operation at a time per session on
-//! this host, refused rather than queued, and a note of which execution is running so Cancel can
-//! find it.
+//! The per-session guard (semantics §2.3 step 2, §4.5): one Exec/Suspend/Resume/Approve at a
+//! time per session on this host, refused with [`PlacementError::SessionBusy`] rather than
+//! queued, plus a note of which execution runs so Cancel can find it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::error::{Result, ServerError};
+use crate::error::{PlacementError, Result};
 
-/// Sessions busy on this host, each with the execution it runs (empty until known).
+/// Sessions busy on this host, each with the execution it runs (empty until known). Cheap to
+/// clone; every harness route of a host shares one.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SessionGuards {
+pub struct SessionGuards {
     busy: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// Holds a session until dropped.
 #[derive(Debug)]
-pub(crate) struct Held {
+pub struct Held {
     guards: SessionGuards,
     session: String,
 }
@@ -26,11 +27,14 @@ impl SessionGuards {
         self.busy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes `session`, or refuses with ABORTED when another operation holds it.
-    pub(crate) fn try_take(&self, session: &str) -> Result<Held> {
+    /// Takes `session`.
+    ///
+    /// # Errors
+    /// [`PlacementError::SessionBusy`] when another operation holds it.
+    pub fn try_take(&self, session: &str) -> Result<Held> {
         let mut busy = self.lock();
         if busy.contains_key(session) {
-            return Err(ServerError::SessionBusy(session.to_owned()));
+            return Err(PlacementError::SessionBusy(session.to_owned()));
         }
         busy.insert(session.to_owned(), String::new());
         Ok(Held {
@@ -40,12 +44,12 @@ impl SessionGuards {
     }
 
     /// Whether an operation holds `session`.
-    pub(crate) fn is_busy(&self, session: &str) -> bool {
+    pub fn is_busy(&self, session: &str) -> bool {
         self.lock().contains_key(session)
     }
 
-    /// The execution running on `session`, when one has started.
-    pub(crate) fn running_execution(&self, session: &str) -> Option<String> {
+    /// The execution running on `session`, once its EXECUTION_START is committed.
+    pub fn running_execution(&self, session: &str) -> Option<String> {
         self.lock()
             .get(session)
             .filter(|id| !id.is_empty())
@@ -55,7 +59,7 @@ impl SessionGuards {
 
 impl Held {
     /// Notes the execution this operation runs.
-    pub(crate) fn set_execution(&self, execution_id: &str) {
+    pub fn set_execution(&self, execution_id: &str) {
         if let Some(slot) = self.guards.lock().get_mut(&self.session) {
             execution_id.clone_into(slot);
         }
@@ -73,13 +77,14 @@ impl Drop for Held {
 mod tests {
     use super::*;
 
+    // semantics §4.5: overlapping operations are refused, not queued.
     #[test]
     fn a_held_session_refuses_a_second_operation_until_released() {
         let guards = SessionGuards::default();
         let held = guards.try_take("s").unwrap();
         assert!(matches!(
             guards.try_take("s"),
-            Err(ServerError::SessionBusy(_))
+            Err(PlacementError::SessionBusy(_))
         ));
         drop(guards.try_take("other").unwrap());
         held.set_execution("e1");

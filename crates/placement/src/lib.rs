@@ -1,0 +1,36 @@
+//! The agentsessions Placer: puts a session's harness on compute and takes it off.
+//!
+//! For each registry name a [`Backend`] pairs a [`agentsessions_api::Runtime`] (where the
+//! harness runs), a [`agentsessions_api::HarnessDialer`] (how the host reaches it) and a
+//! [`DescriptorSource`] (what the admission gate checks before any compute exists). The
+//! [`Placer`] runs every operation that touches compute: Exec, Resume, Suspend, Fork, plus the
+//! host-only Approve, Cancel and Delete, under one per-session guard shared by every route.
+//!
+//! ```text
+//!  server ──► Placer ──► Registry (name → Backend) ──► Runtime ─ create/snapshot/restore/fork
+//!               │                                      Dialer  ─ Arc<dyn Harness>
+//!               ├──► SessionGuards (one operation per session on this host)
+//!               └──► Controller (one fence per invocation) ──► Journal
+//! ```
+//!
+//! Module map:
+//! - [`backend`] — [`Backend`], [`DescriptorSource`], [`Attached`] (a harness object in this
+//!   process as runtime and dialer).
+//! - [`registry`] — [`Registry`], routes by name, the pin rule.
+//! - [`placer`] — [`Placer`] and its calls.
+//! - [`guard`] — [`SessionGuards`].
+//! - [`history`] — what placement reads from records.
+//! - [`mod@error`] — [`PlacementError`].
+
+pub mod backend;
+pub mod error;
+pub mod guard;
+pub mod history;
+pub mod placer;
+pub mod registry;
+
+pub use backend::{Attached, Backend, DescriptorSource};
+pub use error::{PlacementError, Result, RuntimeOp};
+pub use guard::{Held, SessionGuards};
+pub use placer::{ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ResumeCall};
+pub use registry::{Registry, Route, Source};

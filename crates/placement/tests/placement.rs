@@ -1,0 +1,374 @@
+#![allow(
+    clippy::tests_outside_test_module,
+    clippy::unwrap_used,
+    clippy::cast_possible_wrap,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+//! Placement against both journals, an in-memory test runtime (memory tier) and the stateless
+//! path with harnesses dialed in process.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentsessions_api::{ApprovalDecision, EventBody, LifecycleKind, Message, SnapshotRef};
+use agentsessions_controller::ExecRequest;
+use agentsessions_journal::LogRecord;
+use agentsessions_placement::{ExecCall, ForkCall, PlacementError, Placer, ResumeCall, RuntimeOp};
+use support::{InMemoryTestRuntime, journals, placer, session};
+use tokio::sync::Notify;
+
+fn turn(uid: &str) -> ExecCall {
+    ExecCall {
+        session: uid.to_owned(),
+        request: ExecRequest {
+            inputs: vec![Message::text_message("user", "hi")],
+            ..ExecRequest::default()
+        },
+        ..ExecCall::default()
+    }
+}
+
+fn lifecycles(records: &[LogRecord]) -> Vec<(i64, LifecycleKind, Option<SnapshotRef>, String)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.event.body {
+            Some(EventBody::Lifecycle(l)) => Some((
+                r.seq,
+                l.kind,
+                l.snapshot.clone(),
+                l.compute_instance.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fork(parent: &str, at_seq: i64, count: usize) -> ForkCall {
+    ForkCall {
+        parent: parent.to_owned(),
+        at_seq,
+        count,
+        ..ForkCall::default()
+    }
+}
+
+// semantics §4.4: a memory fork takes exactly one parent checkpoint, shared by all N children,
+// and each child continues from the parent's memory.
+#[tokio::test]
+async fn memory_fork_takes_one_checkpoint_for_every_child() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, true));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "parent").await;
+        placer.exec(turn("parent")).await.unwrap();
+        placer.exec(turn("parent")).await.unwrap();
+        let head = journal.head("parent").await.unwrap();
+        let out = placer.fork(fork("parent", 0, 3)).await.unwrap();
+        assert_eq!(out.at_seq, head);
+        assert_eq!(out.children.len(), 3);
+        assert!(out.source.memory && !out.source.external_uri.is_empty());
+        let (_, snapshots, forks, _) = runtime.counts();
+        assert_eq!((snapshots, forks), (1, 3));
+        // The parent: one SUSPEND at at_seq + 1 carrying the shared ref.
+        let parent = journal.read("parent", 1, 0).await.unwrap();
+        let suspends: Vec<_> = lifecycles(&parent)
+            .into_iter()
+            .filter(|l| l.1 == LifecycleKind::Suspend)
+            .collect();
+        assert_eq!(suspends.len(), 1);
+        assert_eq!(suspends[0].0, head + 1);
+        assert_eq!(suspends[0].2.as_ref(), Some(&out.source));
+        for child in &out.children {
+            let records = journal.read(child, 1, 0).await.unwrap();
+            // The prefix is the parent's up to at_seq (not its checkpoint), then FORK.
+            assert_eq!(records.len() as i64, head + 1);
+            assert_eq!(records[..head as usize], parent[..head as usize]);
+            let marks = lifecycles(&records);
+            let (seq, kind, _, instance) = marks.last().unwrap().clone();
+            assert_eq!((seq, kind), (head + 1, LifecycleKind::Fork));
+            assert!(!instance.is_empty(), "the FORK marker records the instance");
+            let info = journal.session_info(child).await.unwrap();
+            assert_eq!(info.row.parent_uid, "parent");
+            assert_eq!(info.row.fork_seq, head);
+            // The child's memory is the parent's at the checkpoint: 2 runs, then its own.
+            placer.exec(turn(child)).await.unwrap();
+            assert_eq!(
+                runtime
+                    .probe(child)
+                    .unwrap()
+                    .count
+                    .load(std::sync::atomic::Ordering::SeqCst),
+                3
+            );
+        }
+    }
+}
+
+// I4 and semantics §4.2/§4.3: a memory harness never gets history, also after suspend and
+// resume; its state lives on.
+#[tokio::test]
+async fn memory_harness_gets_empty_history_across_suspend_and_resume() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, true));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        placer.exec(turn("s")).await.unwrap();
+        placer.exec(turn("s")).await.unwrap();
+        let snapshot = placer.suspend("s").await.unwrap();
+        assert!(snapshot.memory);
+        let records = journal.read("s", 1, 0).await.unwrap();
+        let last = lifecycles(&records).last().cloned().unwrap();
+        assert_eq!(last.1, LifecycleKind::Suspend);
+        assert_eq!(last.2, Some(snapshot));
+        let outcome = placer
+            .resume(ResumeCall {
+                session: "s".into(),
+                ..ResumeCall::default()
+            })
+            .await
+            .unwrap();
+        assert!(!outcome.resumed, "nothing was pending");
+        let records = journal.read("s", 1, 0).await.unwrap();
+        assert_eq!(
+            lifecycles(&records).last().unwrap().1,
+            LifecycleKind::Resume
+        );
+        placer.exec(turn("s")).await.unwrap();
+        let probe = runtime.probe("s").unwrap();
+        assert_eq!(probe.count.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(*probe.histories.lock().unwrap(), vec![0, 0, 0]);
+    }
+}
+
+// extensions §5: compute that is not the recorded instance is refused before any write.
+#[tokio::test]
+async fn a_replaced_instance_is_refused_with_nothing_written() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, true));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        placer.exec(turn("s")).await.unwrap();
+        runtime.replace("s");
+        let head = journal.head("s").await.unwrap();
+        let err = placer.exec(turn("s")).await.unwrap_err();
+        assert!(
+            matches!(err, PlacementError::InstanceMismatch { .. }),
+            "{err}"
+        );
+        let err = placer.suspend("s").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PlacementError::Runtime {
+                    op: RuntimeOp::Snapshot,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(journal.head("s").await.unwrap(), head);
+        // Compute gone entirely: the runtime refuses to start fresh memory for a session
+        // that already ran turns.
+        runtime.stop_session_for_test("s");
+        let err = placer.exec(turn("s")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PlacementError::Runtime {
+                    op: RuntimeOp::Create,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(journal.head("s").await.unwrap(), head);
+    }
+}
+
+// semantics §4.1: a REQUIRES_MEMORY_SNAPSHOT harness on a runtime without memory snapshots is
+// refused before any compute or journal write.
+#[tokio::test]
+async fn memory_harness_on_a_runtime_without_snapshots_is_refused_up_front() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, true));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        let err = placer.exec(turn("s")).await.unwrap_err();
+        assert!(matches!(err, PlacementError::Unplaceable { .. }), "{err}");
+        let err = placer.fork(fork("s", 0, 1)).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PlacementError::Unplaceable { .. } | PlacementError::ForkOutOfRange { .. }
+            ),
+            "{err}"
+        );
+        let err = placer
+            .resume(ResumeCall {
+                session: "s".into(),
+                ..ResumeCall::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PlacementError::Unplaceable { .. }), "{err}");
+        assert_eq!(runtime.counts(), (0, 0, 0, 0));
+        let info = journal.session_info("s").await.unwrap();
+        assert_eq!(
+            (info.last_seq, info.fence),
+            (0, 0),
+            "nothing journaled, no fence"
+        );
+    }
+}
+
+// semantics §4.5: overlapping Exec/Suspend/Resume/Approve are refused with ABORTED, not queued.
+#[tokio::test]
+async fn overlapping_operations_are_refused_not_queued() {
+    for (journal, _dir) in journals().await {
+        let gate = Arc::new(Notify::new());
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, false).gated(Arc::clone(&gate)));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        let running = {
+            let placer = placer.clone();
+            tokio::spawn(async move { placer.exec(turn("s")).await })
+        };
+        while runtime
+            .probe("s")
+            .is_none_or(|p| p.running.load(std::sync::atomic::Ordering::SeqCst) == 0)
+        {
+            tokio::task::yield_now().await;
+        }
+        assert!(placer.is_busy("s"));
+        let busy = |r: Result<(), PlacementError>| matches!(r, Err(PlacementError::SessionBusy(_)));
+        assert!(busy(placer.exec(turn("s")).await.map(|_| ())));
+        assert!(busy(placer.suspend("s").await.map(|_| ())));
+        assert!(busy(
+            placer
+                .resume(ResumeCall {
+                    session: "s".into(),
+                    ..ResumeCall::default()
+                })
+                .await
+                .map(|_| ())
+        ));
+        let decision = ApprovalDecision::default();
+        assert!(busy(placer.approve("s", &decision).await.map(|_| ())));
+        gate.notify_one();
+        running.await.unwrap().unwrap();
+        assert!(!placer.is_busy("s"));
+    }
+}
+
+// semantics §4.4: count 1..=128, child_names 0 or count, at_seq within the records, and a memory
+// fork only at the head — refused with no side effects.
+#[tokio::test]
+async fn fork_count_and_at_seq_rules() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, true));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "p").await;
+        placer.exec(turn("p")).await.unwrap();
+        let head = journal.head("p").await.unwrap();
+        for count in [0, 129] {
+            let err = placer.fork(fork("p", 0, count)).await.unwrap_err();
+            assert!(matches!(err, PlacementError::ForkCount { .. }), "{err}");
+        }
+        let mut named = fork("p", 0, 2);
+        named.child_names = vec!["only-one".into()];
+        let err = placer.fork(named).await.unwrap_err();
+        assert!(matches!(err, PlacementError::ChildNames { .. }), "{err}");
+        let err = placer.fork(fork("p", head + 1, 1)).await.unwrap_err();
+        assert!(
+            matches!(err, PlacementError::ForkOutOfRange { .. }),
+            "{err}"
+        );
+        let err = placer.fork(fork("p", 1, 1)).await.unwrap_err();
+        assert!(matches!(err, PlacementError::ForkNotAtHead { .. }), "{err}");
+        assert_eq!(journal.head("p").await.unwrap(), head, "nothing journaled");
+        let (_, snapshots, forks, _) = runtime.counts();
+        assert_eq!((snapshots, forks), (0, 0), "no checkpoint taken");
+        let max = placer.fork(fork("p", 0, 128)).await.unwrap();
+        assert_eq!(max.children.len(), 128);
+        assert_eq!(runtime.counts().1, 1, "one checkpoint for 128 children");
+    }
+}
+
+// semantics §4.4 step 5: a stateless fork at a historical seq; the child's first Exec receives
+// the copied prefix as history, and the child's metadata follows the rules.
+#[tokio::test]
+async fn stateless_fork_at_a_historical_seq_then_exec_sees_the_prefix() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "p").await;
+        placer.exec(turn("p")).await.unwrap();
+        let first_turn_end = journal.head("p").await.unwrap();
+        placer.exec(turn("p")).await.unwrap();
+        placer.exec(turn("p")).await.unwrap();
+        let mut call = fork("p", first_turn_end, 2);
+        call.child_names = vec!["a".into(), "b".into()];
+        call.labels = BTreeMap::from([("k".to_owned(), "v".to_owned())]);
+        let out = placer.fork(call).await.unwrap();
+        assert_eq!(out.source.local, "p");
+        assert_eq!(runtime.counts().1, 0, "a stateless fork takes no snapshot");
+        let parent = journal.read("p", 1, 0).await.unwrap();
+        assert!(lifecycles(&parent).is_empty(), "the parent is untouched");
+        for (child, name) in out.children.iter().zip(["a", "b"]) {
+            let info = journal.session_info(child).await.unwrap();
+            assert_eq!(info.row.name, name);
+            assert_eq!(info.row.labels.get("k").map(String::as_str), Some("v"));
+            assert_eq!(info.row.project, "p");
+            assert_eq!(info.row.harness, "probe");
+            assert_eq!(info.row.fork_seq, first_turn_end);
+            placer.exec(turn(child)).await.unwrap();
+            let probe = runtime.probe(child).unwrap();
+            // History = the parent's prefix plus the FORK marker.
+            assert_eq!(probe.last_history(), Some(first_turn_end as usize + 1));
+            let records = journal.read(child, 1, first_turn_end).await.unwrap();
+            assert_eq!(records[..], parent[..first_turn_end as usize]);
+        }
+    }
+}
+
+// extensions §3: a session pending deletion refuses further effects; delete is idempotent.
+#[tokio::test]
+async fn a_deleted_session_refuses_effects() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+        let placer: Placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        placer.exec(turn("s")).await.unwrap();
+        assert!(placer.delete("s").await.unwrap());
+        assert!(!placer.delete("s").await.unwrap());
+        let refused = |e: &PlacementError| matches!(e, PlacementError::DeletionPending(_));
+        assert!(refused(&placer.exec(turn("s")).await.unwrap_err()));
+        assert!(refused(&placer.suspend("s").await.unwrap_err()));
+        assert!(refused(&placer.fork(fork("s", 0, 1)).await.unwrap_err()));
+        let records = journal.read("s", 1, 0).await.unwrap();
+        assert_eq!(
+            lifecycles(&records).last().unwrap().1,
+            LifecycleKind::Delete
+        );
+    }
+}
+
+// semantics §2.3: a stale cursor is refused before a fence is minted.
+#[tokio::test]
+async fn a_stale_cursor_is_refused_before_any_fence() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        placer.exec(turn("s")).await.unwrap();
+        let fence = journal.session_info("s").await.unwrap().fence;
+        let mut stale = turn("s");
+        stale.request.expected_last_seq = Some(0);
+        let err = placer.exec(stale).await.unwrap_err();
+        assert!(matches!(err, PlacementError::Journal(_)), "{err}");
+        assert_eq!(journal.session_info("s").await.unwrap().fence, fence);
+    }
+}
