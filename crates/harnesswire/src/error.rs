@@ -201,6 +201,29 @@ pub enum HarnessWireError {
     /// The gRPC server failed while serving.
     #[error("harness server failed: {0}")]
     Serve(tonic::transport::Error),
+
+    /// A listen address is not one of the forms [`crate::ListenAddr`] accepts.
+    #[error("invalid listen address {address:?}: {reason}")]
+    InvalidListenAddress {
+        /// The address as given.
+        address: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// A unix socket path is taken by a server that still answers; it is not stale.
+    #[error("unix socket {path} is in use by a running server")]
+    SocketInUse {
+        /// The socket path.
+        path: String,
+    },
+
+    /// A unix socket path is taken by something that is not a socket, which is never removed.
+    #[error("{path} exists and is not a unix socket; refusing to replace it")]
+    NotASocket {
+        /// The path.
+        path: String,
+    },
 }
 
 /// Renders the END description for [`HarnessWireError::RemoteEnded`]: `: <description>`, or
@@ -217,7 +240,10 @@ impl HarnessWireError {
     /// The gRPC code this error is reported with, in either direction.
     pub fn code(&self) -> StatusCode {
         match self {
-            Self::MissingExecutionId | Self::InvalidAddress { .. } => StatusCode::InvalidArgument,
+            Self::MissingExecutionId
+            | Self::InvalidAddress { .. }
+            | Self::InvalidListenAddress { .. } => StatusCode::InvalidArgument,
+            Self::SocketInUse { .. } | Self::NotASocket { .. } => StatusCode::FailedPrecondition,
             // The controller's ErrInvalidApprovalCall / ErrApprovalReceiptReport (semantics §8).
             Self::InvalidApprovalCall { .. } | Self::ApprovalShapedResult { .. } => {
                 StatusCode::FailedPrecondition

@@ -2,7 +2,8 @@
 //! harness SDK for Rust authors, and the host's adapter for harnesses that run elsewhere.
 //!
 //! - **Serving** a harness: implement [`agentsessions_api::Harness`] (two methods) and call
-//!   [`serve_tcp`] or [`serve_unix`]. The harness's [`agentsessions_api::EventSink`] calls become
+//!   [`serve()`](fn@serve) with a listen address (it stops on SIGINT/SIGTERM), or [`serve_tcp`]
+//!   / [`serve_unix`] with a shutdown future of your own. The harness's [`agentsessions_api::EventSink`] calls become
 //!   the Connect stream's events; the host's answers come back as their results. Health is served
 //!   as `grpc.health.v1`.
 //! - **Driving** a remote harness: [`RemoteHarness`] is an [`agentsessions_api::Harness`] whose
@@ -53,7 +54,9 @@
 //! Module map:
 //! - [`service`]: [`HarnessService`], the serving side of both RPCs around any harness.
 //! - [`remote`]: [`RemoteHarness`], the host side.
-//! - [`serve`]: [`serve_tcp`], [`serve_tcp_listener`], [`serve_unix`].
+//! - [`serve`](mod@serve): [`serve_tcp`], [`serve_tcp_listener`], [`serve_unix`].
+//! - [`listen`]: [`serve()`](fn@serve), [`ListenAddr`], [`HarnessListener`],
+//!   [`remove_stale_socket`], [`shutdown_signal`].
 //! - [`channel`](mod@channel): [`channel()`](fn@channel), a lazily dialed channel for an address.
 //! - [`request_id`]: `x-request-id` propagation ([`with_request_id`], [`current_request_id`]).
 //! - [`error`]: [`HarnessWireError`] and its mappings to [`agentsessions_api::ApiError`] and
@@ -64,6 +67,7 @@
 pub mod channel;
 pub mod error;
 mod frames;
+pub mod listen;
 pub mod remote;
 pub mod request_id;
 pub mod serve;
@@ -72,6 +76,7 @@ mod stream_sink;
 
 pub use channel::channel;
 pub use error::{HarnessWireError, Result, status_code_of};
+pub use listen::{HarnessListener, ListenAddr, remove_stale_socket, serve, shutdown_signal};
 pub use remote::{DEFAULT_DESCRIBE_TIMEOUT, RemoteHarness};
 pub use request_id::{REQUEST_ID_HEADER, current_request_id, with_request_id};
 pub use serve::{serve_tcp, serve_tcp_listener, serve_unix};

@@ -35,6 +35,7 @@ use agentsessions_wire::pb::harness_client::HarnessClient;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
 use tonic::transport::Channel;
 use tonic::{Request, Streaming};
 use tracing::Instrument as _;
@@ -57,6 +58,7 @@ const FRAME_BUFFER: usize = 8;
 pub struct RemoteHarness {
     client: HarnessClient<Channel>,
     describe_timeout: Duration,
+    metadata: MetadataMap,
 }
 
 impl RemoteHarness {
@@ -67,6 +69,7 @@ impl RemoteHarness {
                 .max_decoding_message_size(MAX_FRAME_BYTES)
                 .max_encoding_message_size(MAX_FRAME_BYTES),
             describe_timeout: DEFAULT_DESCRIBE_TIMEOUT,
+            metadata: MetadataMap::new(),
         }
     }
 
@@ -87,8 +90,24 @@ impl RemoteHarness {
         self
     }
 
+    /// Sends `metadata` with every Describe and Connect call, e.g. the routing entries of an
+    /// [`Incarnation::call_metadata`](agentsessions_api::Incarnation::call_metadata) that name the
+    /// sandbox behind a shared ingress. The `x-request-id` entry is always this crate's own.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: MetadataMap) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// A request carrying the configured metadata.
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        *request.metadata_mut() = self.metadata.clone();
+        request
+    }
+
     async fn describe_remote(&self) -> Result<Descriptor> {
-        let mut request = Request::new(pb::DescribeRequest {});
+        let mut request = self.request(pb::DescribeRequest {});
         let id = request_id::outgoing();
         request_id::attach(request.metadata_mut(), &id);
         request.set_timeout(self.describe_timeout);
@@ -160,7 +179,7 @@ impl RemoteHarness {
             .send(start_frame(start.clone()))
             .await
             .map_err(|_| HarnessWireError::ClosedWithoutEnd)?;
-        let mut request = Request::new(ReceiverStream::new(outbound));
+        let mut request = self.request(ReceiverStream::new(outbound));
         request_id::attach(request.metadata_mut(), id);
         let mut client = self.client.clone();
         let events = client

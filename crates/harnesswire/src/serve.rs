@@ -82,9 +82,26 @@ where
         address: path.display().to_string(),
         source,
     })?;
+    serve_unix_listener(listener, path, harness, shutdown).await
+}
+
+/// Serves `harness` on a bound unix `listener` whose socket file is `path`, then removes the file.
+pub(crate) async fn serve_unix_listener<H, F>(
+    listener: UnixListener,
+    path: &Path,
+    harness: Arc<H>,
+    shutdown: F,
+) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+{
     tracing::info!(path = %path.display(), "serving harness");
     let served = serve_incoming(UnixListenerStream::new(listener), harness, shutdown).await;
-    if let Err(err) = std::fs::remove_file(path) {
+    // The owner may already have removed it (a runtime tearing down without waiting).
+    if let Err(err) = std::fs::remove_file(path)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
         tracing::warn!(path = %path.display(), error = %err, "could not remove the harness socket");
     }
     served

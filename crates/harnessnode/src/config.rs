@@ -1,0 +1,127 @@
+//! Command line and environment ([`Args`]), checked into a [`NodeConfig`] before anything
+//! listens, and the refusals ([`ConfigError`]).
+
+use std::sync::Arc;
+
+use agentsessions_api::Harness;
+use agentsessions_harnesses::{ChatHarness, CounterHarness, EchoHarness};
+use agentsessions_harnesswire::{HarnessWireError, ListenAddr};
+use clap::{Parser, ValueEnum};
+
+use crate::prompt::PromptedChat;
+
+/// Serves one reference harness over `Harness.Connect` (gRPC, cleartext HTTP/2) with gRPC
+/// health, until SIGINT or SIGTERM.
+///
+/// The harness never calls a model itself: every model call goes to the host through the
+/// stream, and the host's provider answers it. harnessnode therefore needs no model API key.
+#[derive(Debug, Parser)]
+#[command(name = "harnessnode", version)]
+pub(crate) struct Args {
+    /// Which reference harness to serve.
+    #[arg(long, env = "HARNESS_KIND", value_enum, default_value_t = Kind::Echo)]
+    pub(crate) harness: Kind,
+
+    /// Where to listen: unix:/path, unix:///path, IP:port (port 0 picks one), localhost:port or
+    /// :port (all interfaces).
+    #[arg(long, env = "HARNESS_ADDR", default_value = "127.0.0.1:50051")]
+    pub(crate) listen: String,
+
+    /// The model the chat harness asks the host for (required for chat; the host resolves it).
+    #[arg(long, env = "HARNESS_MODEL", default_value = "")]
+    pub(crate) model: String,
+
+    /// Chat only: the system prompt used when an execution's config sets none. Changes the
+    /// advertised harness version.
+    #[arg(long, env = "HARNESS_SYSTEM_PROMPT")]
+    pub(crate) system_prompt: Option<String>,
+
+    /// Exit (gracefully) when stdin reaches end of file: a supervising parent holds the pipe, so
+    /// this process ends with it even if the parent is killed.
+    #[arg(long, env = "HARNESSNODE_EXIT_ON_STDIN_EOF")]
+    pub(crate) exit_on_stdin_eof: bool,
+}
+
+/// The reference harnesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Kind {
+    /// Answers with `echo:` and the last input (one `echo` model call).
+    Echo,
+    /// The whole conversation, one call to `--model`.
+    Chat,
+    /// An in-memory counter (needs a memory-snapshot runtime to be placed by a host).
+    Counter,
+}
+
+impl Kind {
+    pub(crate) fn id(self) -> &'static str {
+        match self {
+            Self::Echo => EchoHarness::ID,
+            Self::Chat => ChatHarness::ID,
+            Self::Counter => CounterHarness::ID,
+        }
+    }
+}
+
+/// A configuration refused before listening.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    /// Chat without `--model`.
+    #[error("the chat harness needs a model: pass --model or set HARNESS_MODEL")]
+    ChatNeedsModel,
+
+    /// `--system-prompt` for a harness that has no system prompt.
+    #[error("--system-prompt applies to the chat harness only, not {harness}")]
+    PromptNotChat {
+        /// The harness asked for.
+        harness: &'static str,
+    },
+
+    /// The listen address is not one harnessnode can bind.
+    #[error("{0}")]
+    Listen(HarnessWireError),
+}
+
+/// A checked configuration.
+pub(crate) struct NodeConfig {
+    pub(crate) kind: Kind,
+    pub(crate) listen: ListenAddr,
+    pub(crate) harness: Arc<dyn Harness>,
+    pub(crate) exit_on_stdin_eof: bool,
+}
+
+impl NodeConfig {
+    pub(crate) fn check(args: Args) -> Result<Self, ConfigError> {
+        let listen = ListenAddr::parse(&args.listen).map_err(ConfigError::Listen)?;
+        let prompt = args.system_prompt.filter(|prompt| !prompt.is_empty());
+        let harness: Arc<dyn Harness> = match args.harness {
+            Kind::Chat => {
+                let chat = ChatHarness::new(args.model.as_str())
+                    .map_err(|_| ConfigError::ChatNeedsModel)?;
+                match prompt {
+                    Some(prompt) => Arc::new(PromptedChat::new(chat, &prompt)),
+                    None => Arc::new(chat),
+                }
+            }
+            kind => {
+                if prompt.is_some() {
+                    return Err(ConfigError::PromptNotChat { harness: kind.id() });
+                }
+                if !args.model.is_empty() {
+                    tracing::warn!(harness = kind.id(), "--model is ignored: only chat uses it");
+                }
+                if kind == Kind::Echo {
+                    Arc::new(EchoHarness::new())
+                } else {
+                    Arc::new(CounterHarness::new())
+                }
+            }
+        };
+        Ok(Self {
+            kind: args.harness,
+            listen,
+            harness,
+            exit_on_stdin_eof: args.exit_on_stdin_eof,
+        })
+    }
+}

@@ -1,0 +1,151 @@
+//! semantics §10.5 (harnessnode): the binary on its own.
+
+use std::time::Duration;
+
+use agentsessions_api::Harness as _;
+use agentsessions_harnesswire::RemoteHarness;
+
+use crate::support::{HostSink, node, signal, start, start_frame};
+
+#[tokio::test]
+async fn serves_echo_on_a_unix_socket_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("echo.sock");
+    let listen = format!("unix:{}", path.display());
+    let (mut child, address) = start(&["--harness", "echo", "--listen", &listen]).await;
+    assert_eq!(address, listen);
+
+    let harness = RemoteHarness::connect_lazy(&address).unwrap();
+    let descriptor = harness.describe().await.unwrap();
+    assert_eq!(
+        (descriptor.id.as_str(), descriptor.version.as_str()),
+        ("echo", "1")
+    );
+    let sink = HostSink::default();
+    harness.run(&start_frame("s", "hi"), &sink).await.unwrap();
+    assert_eq!(sink.requests.lock().unwrap()[0].model, "echo");
+
+    signal(child.id().unwrap(), "TERM");
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!path.exists(), "the socket is removed on shutdown");
+}
+
+#[tokio::test]
+async fn serves_on_a_picked_tcp_port_and_stops_on_sigint() {
+    let (mut child, address) = start(&["--harness", "counter", "--listen", "127.0.0.1:0"]).await;
+    let port: u16 = address.strip_prefix("127.0.0.1:").unwrap().parse().unwrap();
+    assert_ne!(port, 0);
+    let harness = RemoteHarness::connect_lazy(&address).unwrap();
+    assert_eq!(harness.describe().await.unwrap().id, "counter");
+
+    signal(child.id().unwrap(), "INT");
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+// The chat harness with an operator prompt: the prompt is part of the advertised version, and
+// an execution without config gets it as its system message.
+#[tokio::test]
+async fn chat_with_a_system_prompt() {
+    let (_child, address) = start(&[
+        "--harness",
+        "chat",
+        "--model",
+        "gpt-test",
+        "--system-prompt",
+        "be brief",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .await;
+    let harness = RemoteHarness::connect_lazy(&address).unwrap();
+    let descriptor = harness.describe().await.unwrap();
+    assert_eq!(descriptor.models, ["gpt-test"]);
+    assert!(
+        descriptor.version.starts_with("1+prompt."),
+        "{}",
+        descriptor.version
+    );
+
+    let sink = HostSink::default();
+    harness
+        .run(&start_frame("s", "hello"), &sink)
+        .await
+        .unwrap();
+    let mut own = start_frame("s", "again");
+    own.config = br#"{"system_prompt":"be verbose"}"#.to_vec();
+    harness.run(&own, &sink).await.unwrap();
+    let requests = sink.requests.lock().unwrap();
+    let systems: Vec<String> = requests.iter().map(|r| r.messages[0].text()).collect();
+    assert_eq!(systems, ["be brief", "be verbose"]);
+    assert_eq!(requests[0].model, "gpt-test");
+}
+
+// Configuration is checked before anything listens: exit code 2, one clear line, no socket.
+#[tokio::test]
+async fn bad_configuration_is_refused_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("never.sock");
+    let listen = format!("unix:{}", path.display());
+    // (arguments, environment, what stderr must say)
+    type Case<'a> = (Vec<&'a str>, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 7] = [
+        (
+            vec!["--harness", "bash", "--listen", &listen],
+            &[],
+            "invalid value 'bash'",
+        ),
+        (
+            vec!["--harness", "chat", "--listen", &listen],
+            &[],
+            "needs a model",
+        ),
+        (
+            vec!["--listen", &listen],
+            &[("HARNESS_KIND", "chat")],
+            "needs a model",
+        ),
+        (vec!["--listen", "http://127.0.0.1:1"], &[], "not a URL"),
+        (vec!["--listen", "unix:"], &[], "socket path"),
+        (vec!["--listen", "127.0.0.1"], &[], "needs a port"),
+        (
+            vec!["--system-prompt", "x", "--listen", &listen],
+            &[],
+            "chat harness only",
+        ),
+    ];
+    for (args, env, message) in cases {
+        let output = node(&args)
+            .envs(env.iter().copied())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}: no readiness line");
+        assert!(!path.exists(), "{args:?}: the socket never appears");
+    }
+}
+
+#[tokio::test]
+async fn exits_when_stdin_closes_if_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sock");
+    let listen = format!("unix:{}", path.display());
+    let (mut child, _) = start(&["--listen", &listen, "--exit-on-stdin-eof"]).await;
+    drop(child.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!path.exists());
+}

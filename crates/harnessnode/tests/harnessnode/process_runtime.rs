@@ -1,0 +1,166 @@
+//! The local runtime's process mode: one supervised harnessnode per session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentsessions_api::{ComputeState, HarnessDialer, Runtime, SessionSpec, SnapshotKind};
+use agentsessions_runtime::{
+    HarnessnodeConfig, LocalRuntime, RuntimeError, WireDialer, conformance,
+};
+use tempfile::TempDir;
+
+use crate::support::{BIN, HostSink, signal, start_frame, wait_gone, worker_pid};
+
+fn runtime(harness: &str) -> (LocalRuntime, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = HarnessnodeConfig::new(harness)
+        .program(BIN)
+        .socket_dir(dir.path());
+    (LocalRuntime::processes(config).unwrap(), dir)
+}
+
+fn spec(uid: &str) -> SessionSpec {
+    SessionSpec {
+        session_uid: uid.into(),
+        ..SessionSpec::default()
+    }
+}
+
+#[tokio::test]
+async fn process_runtime_keeps_the_runtime_contract() {
+    let (runtime, _dir) = runtime("echo");
+    conformance::run_all(&runtime, &WireDialer::new(), "local", "echo").await;
+    runtime.close().await;
+}
+
+// Create runs on every exec: it reuses the session's live process; sessions do not share one.
+#[tokio::test]
+async fn create_is_idempotent_and_each_session_has_its_own_process() {
+    let (runtime, dir) = runtime("echo");
+    let a1 = runtime.create(&spec("a")).await.unwrap();
+    let a2 = runtime.create(&spec("a")).await.unwrap();
+    let b = runtime.create(&spec("b")).await.unwrap();
+    assert_eq!(a1, a2);
+    assert_ne!(a1.worker, b.worker);
+    assert_ne!(a1.address, b.address);
+    assert!(
+        a1.address
+            .starts_with(&format!("unix://{}/agentlocal-", dir.path().display()))
+    );
+    assert_eq!(runtime.process_id("a").await, Some(worker_pid(&a1.worker)));
+    assert!(!runtime.describes_live_harness());
+    runtime.close().await;
+}
+
+// A harness process killed mid-turn fails that turn; the next create starts another on the
+// same address, and the dialer's cached channel reaches it.
+#[tokio::test]
+async fn a_process_killed_mid_turn_is_replaced_on_the_next_create() {
+    let (runtime, _dir) = runtime("echo");
+    let dialer = WireDialer::new();
+    let first = runtime.create(&spec("s")).await.unwrap();
+    let pid = worker_pid(&first.worker);
+
+    let harness = dialer.dial(&first).await.unwrap();
+    let sink = Arc::new(HostSink {
+        block: true,
+        ..HostSink::default()
+    });
+    let turn = {
+        let sink = Arc::clone(&sink);
+        tokio::spawn(async move { harness.run(&start_frame("s", "one"), sink.as_ref()).await })
+    };
+    sink.entered.notified().await;
+    signal(pid, "KILL");
+    wait_gone(pid).await;
+    // The host's model call completes only now; the harness is no longer there to take it.
+    sink.release.notify_one();
+    let failed = tokio::time::timeout(Duration::from_secs(10), turn)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(failed.is_err(), "the interrupted turn fails");
+
+    let second = runtime.create(&spec("s")).await.unwrap();
+    assert_ne!(worker_pid(&second.worker), pid);
+    assert_eq!(second.address, first.address);
+    let harness = dialer.dial(&second).await.unwrap();
+    let sink = HostSink::default();
+    harness.run(&start_frame("s", "two"), &sink).await.unwrap();
+    assert_eq!(sink.requests.lock().unwrap().len(), 1);
+    runtime.close().await;
+}
+
+// Stop terminates the session's process; snapshot EXTERNAL (suspend) releases it too.
+#[tokio::test]
+async fn stop_and_suspend_release_the_process() {
+    let (runtime, _dir) = runtime("echo");
+    let inc = runtime.create(&spec("s")).await.unwrap();
+    let socket = inc.address.strip_prefix("unix://").unwrap().to_owned();
+    runtime.stop(&inc).await.unwrap();
+    wait_gone(worker_pid(&inc.worker)).await;
+    assert!(!std::path::Path::new(&socket).exists());
+    assert_eq!(runtime.status(&inc).await.unwrap(), ComputeState::None);
+
+    let inc = runtime.create(&spec("s")).await.unwrap();
+    assert_eq!(runtime.status(&inc).await.unwrap(), ComputeState::Live);
+    let snapshot = runtime
+        .snapshot(&inc, SnapshotKind::External)
+        .await
+        .unwrap();
+    assert_eq!(snapshot.local, "s");
+    assert!(!snapshot.memory);
+    wait_gone(worker_pid(&inc.worker)).await;
+    let restored = runtime.restore(&snapshot).await.unwrap();
+    assert_eq!(runtime.status(&restored).await.unwrap(), ComputeState::Live);
+    runtime.close().await;
+}
+
+// No orphans: dropping the runtime kills every harness process and removes the sockets.
+#[tokio::test]
+async fn dropping_the_runtime_leaves_no_process_behind() {
+    let (runtime, dir) = runtime("echo");
+    let a = runtime.create(&spec("a")).await.unwrap();
+    let b = runtime.create(&spec("b")).await.unwrap();
+    drop(runtime);
+    wait_gone(worker_pid(&a.worker)).await;
+    wait_gone(worker_pid(&b.worker)).await;
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn describe_asks_a_short_lived_process_once() {
+    let (runtime, dir) = runtime("counter");
+    let descriptor = runtime.describe().await.unwrap();
+    assert_eq!(descriptor.id, "counter");
+    assert!(
+        descriptor
+            .capabilities
+            .resumability
+            .requires_memory_snapshot()
+    );
+    assert_eq!(runtime.describe().await.unwrap(), descriptor);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // Placement refuses it here: this runtime takes no memory snapshots.
+    assert!(!descriptor.capabilities.can_place_on(runtime.capabilities()));
+}
+
+#[tokio::test]
+async fn misconfiguration_is_reported_clearly() {
+    let missing = HarnessnodeConfig::new("echo").program("/nonexistent/harnessnode");
+    match LocalRuntime::processes(missing) {
+        Err(RuntimeError::HarnessnodeNotFound { looked_at }) => {
+            assert!(
+                looked_at.contains("/nonexistent/harnessnode"),
+                "{looked_at}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // chat without a model: the process refuses to start, and create says so.
+    let (runtime, _dir) = runtime("chat");
+    let err = runtime.create(&spec("s")).await.unwrap_err();
+    assert!(err.to_string().contains("exited"), "{err}");
+}
