@@ -23,7 +23,14 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     for (i, name) in core.iter().enumerate() {
         let mut deps: BTreeSet<&str> = core[..i].iter().copied().collect();
         if *name == "server" {
-            deps.extend(["harnesswire", "runtime", "model", "harnesses", "postgres", "auth"]);
+            deps.extend([
+                "harnesswire",
+                "runtime",
+                "model",
+                "harnesses",
+                "postgres",
+                "auth",
+            ]);
         }
         map.insert(*name, deps);
     }
@@ -41,7 +48,14 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     // The harness binary: a reference harness behind the SDK.
     map.insert(
         "harnessnode",
-        BTreeSet::from(["api", "wire", "harnesses", "harnesswire", "model", "runtime"]),
+        BTreeSet::from([
+            "api",
+            "wire",
+            "harnesses",
+            "harnesswire",
+            "model",
+            "runtime",
+        ]),
     );
     // Transport security and verified identity: the SPI types only.
     map.insert("auth", BTreeSet::from(["api"]));
