@@ -66,6 +66,9 @@ pub struct HostConfig {
     pub model_auth_header: String,
     /// Static remote harnesses, `name=address`.
     pub harness: Vec<String>,
+    /// Transport security and authentication for both listeners (`[auth]` in the file; see
+    /// `docs/security.md`).
+    pub auth: agentsessions_auth::AuthConfig,
 }
 
 /// Redacts the password of a URL-like journal address for messages.

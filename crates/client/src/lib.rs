@@ -275,17 +275,22 @@ pub fn verify(records: &[pb::LogRecord]) -> Result<ChainSummary> {
 pub struct Client {
     inner: SessionsClient<Channel>,
     project: String,
-}
-
-fn request<T>(message: T) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    let id = request_id::current_request_id()
-        .unwrap_or_else(|| request_id::incoming(&tonic::metadata::MetadataMap::new()));
-    request_id::attach(request.metadata_mut(), &id);
-    request
+    bearer: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
 impl Client {
+    /// A request carrying a request id and, when set, the bearer token.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        let id = request_id::current_request_id()
+            .unwrap_or_else(|| request_id::incoming(&tonic::metadata::MetadataMap::new()));
+        request_id::attach(request.metadata_mut(), &id);
+        if let Some(bearer) = &self.bearer {
+            request.metadata_mut().insert("authorization", bearer.clone());
+        }
+        request
+    }
+
     /// A client for `target`: `host:port`, `http://host:port` or `unix:/path/to.sock`. The
     /// connection is made on first use.
     ///
@@ -300,6 +305,29 @@ impl Client {
         Ok(Self::from_channel(channel))
     }
 
+    /// A client for `host:port` over TLS configured by `tls` (server CA, and a client
+    /// certificate for mTLS).
+    ///
+    /// # Errors
+    /// [`ClientError::Dial`] for a target or TLS configuration tonic refuses.
+    pub fn dial_tls(target: &str, tls: tonic::transport::ClientTlsConfig) -> Result<Self> {
+        let dial = |reason: String| ClientError::Dial {
+            target: target.to_owned(),
+            reason,
+        };
+        let uri = if target.contains("://") {
+            target.to_owned()
+        } else {
+            format!("https://{target}")
+        };
+        let channel = tonic::transport::Endpoint::from_shared(uri)
+            .map_err(|e| dial(e.to_string()))?
+            .tls_config(tls)
+            .map_err(|e| dial(e.to_string()))?
+            .connect_lazy();
+        Ok(Self::from_channel(channel))
+    }
+
     /// A client over an existing channel.
     pub fn from_channel(channel: Channel) -> Self {
         Self {
@@ -307,7 +335,21 @@ impl Client {
                 .max_decoding_message_size(64 * 1024 * 1024)
                 .max_encoding_message_size(64 * 1024 * 1024),
             project: String::new(),
+            bearer: None,
         }
+    }
+
+    /// Sends `token` as `authorization: Bearer <token>` on every call.
+    ///
+    /// # Errors
+    /// [`ClientError::Dial`] for a token that cannot be a header value.
+    pub fn with_bearer_token(mut self, token: &str) -> Result<Self> {
+        let value = format!("Bearer {token}").parse().map_err(|_| ClientError::Dial {
+            target: String::new(),
+            reason: "the bearer token is not a valid header value".into(),
+        })?;
+        self.bearer = Some(value);
+        Ok(self)
     }
 
     /// Uses `project` for creation and listing (empty: the server's default).
@@ -332,7 +374,7 @@ impl Client {
             model: model.to_owned(),
             ..pb::Session::default()
         };
-        let request = request(pb::CreateSessionRequest {
+        let request = self.request(pb::CreateSessionRequest {
             session: Some(session),
         });
         Ok(self.inner.create_session(request).await?.into_inner())
@@ -343,7 +385,7 @@ impl Client {
     /// # Errors
     /// NOT_FOUND for an unknown uid.
     pub async fn get(&mut self, uid: &str) -> Result<pb::Session> {
-        let request = request(pb::GetSessionRequest {
+        let request = self.request(pb::GetSessionRequest {
             uid: uid.to_owned(),
         });
         Ok(self.inner.get_session(request).await?.into_inner())
@@ -359,7 +401,7 @@ impl Client {
         loop {
             let page = self
                 .inner
-                .list_sessions(request(pb::ListSessionsRequest {
+                .list_sessions(self.request(pb::ListSessionsRequest {
                     project: self.project.clone(),
                     page_size,
                     page_token: token,
@@ -390,7 +432,7 @@ impl Client {
             .into_iter()
             .map(|text| pb::Message::from(agentsessions_api::Message::text_message("user", text)))
             .collect();
-        let call = request(pb::ExecRequest {
+        let call = self.request(pb::ExecRequest {
             session: options.session,
             inputs,
             resume_from_seq: 0,
@@ -439,7 +481,7 @@ impl Client {
     pub async fn replay(&mut self, uid: &str, from: i64, to: i64) -> Result<Vec<pb::LogRecord>> {
         let mut stream = self
             .inner
-            .replay(request(pb::ReplayRequest {
+            .replay(self.request(pb::ReplayRequest {
                 session: uid.to_owned(),
                 from_seq: from,
                 to_seq: to,
@@ -460,7 +502,7 @@ impl Client {
     pub async fn fork(&mut self, uid: &str, options: ForkOptions) -> Result<Vec<pb::Session>> {
         let response = self
             .inner
-            .fork(request(pb::ForkRequest {
+            .fork(self.request(pb::ForkRequest {
                 session: uid.to_owned(),
                 at_seq: options.at_seq,
                 count: options.count,
@@ -477,7 +519,7 @@ impl Client {
     /// # Errors
     /// NOT_FOUND, ABORTED while another operation holds it.
     pub async fn suspend(&mut self, uid: &str) -> Result<pb::Session> {
-        let call = request(pb::SuspendRequest {
+        let call = self.request(pb::SuspendRequest {
             session: uid.to_owned(),
         });
         Ok(self.inner.suspend(call).await?.into_inner())
@@ -488,7 +530,7 @@ impl Client {
     /// # Errors
     /// NOT_FOUND, ABORTED, FAILED_PRECONDITION.
     pub async fn resume(&mut self, uid: &str) -> Result<pb::Session> {
-        let call = request(pb::ResumeRequest {
+        let call = self.request(pb::ResumeRequest {
             session: uid.to_owned(),
             boot: false,
         });
@@ -500,7 +542,7 @@ impl Client {
     /// # Errors
     /// INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION for a decision that does not match.
     pub async fn approve(&mut self, uid: &str, decision: Decision) -> Result<pb::ApproveResponse> {
-        let call = request(pb::ApproveRequest {
+        let call = self.request(pb::ApproveRequest {
             session: uid.to_owned(),
             execution_id: decision.execution_id,
             tool_call_id: decision.tool_call_id,
@@ -522,7 +564,7 @@ impl Client {
         execution_id: &str,
         reason: &str,
     ) -> Result<pb::Session> {
-        let call = request(pb::CancelRequest {
+        let call = self.request(pb::CancelRequest {
             session: uid.to_owned(),
             execution_id: execution_id.to_owned(),
             reason: reason.to_owned(),
@@ -535,7 +577,7 @@ impl Client {
     /// # Errors
     /// NOT_FOUND, ABORTED while busy.
     pub async fn delete(&mut self, uid: &str) -> Result<pb::Session> {
-        let call = request(pb::DeleteSessionRequest {
+        let call = self.request(pb::DeleteSessionRequest {
             uid: uid.to_owned(),
         });
         Ok(self.inner.delete_session(call).await?.into_inner())

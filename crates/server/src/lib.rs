@@ -237,6 +237,16 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// How a listener is secured: TLS (and client certificates), and who the caller is.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Serve TLS; `None` is plaintext HTTP/2.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Authenticate every Sessions call (health and reflection stay anonymous); `None` serves
+    /// anonymous callers.
+    pub authenticator: Option<Arc<agentsessions_auth::Authenticator>>,
+}
+
 /// Serves `service` with `grpc.health.v1` and gRPC reflection on an already bound TCP listener
 /// until `shutdown` completes; in-flight RPCs are allowed to finish.
 ///
@@ -250,10 +260,26 @@ pub async fn serve_tcp<F>(
 where
     F: Future<Output = ()> + Send,
 {
+    serve_tcp_with(listener, service, ServeOptions::default(), shutdown).await
+}
+
+/// [`serve_tcp`] with TLS and authentication.
+///
+/// # Errors
+/// A TLS configuration tonic refuses; transport failures.
+pub async fn serve_tcp_with<F>(
+    listener: TcpListener,
+    service: SessionsService,
+    options: ServeOptions,
+    shutdown: F,
+) -> std::result::Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
     // Turns are many small frames each way: without TCP_NODELAY, Nagle's algorithm and delayed
     // ACKs add tens of milliseconds to every turn.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    router(service)
+    router(service, options)
         .await?
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
@@ -277,7 +303,7 @@ where
         path: path.display().to_string(),
         source,
     })?;
-    let served = router(service)
+    let served = router(service, ServeOptions::default())
         .await?
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
         .await;
@@ -288,6 +314,7 @@ where
 
 async fn router(
     service: SessionsService,
+    options: ServeOptions,
 ) -> std::result::Result<tonic::transport::server::Router, ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -296,8 +323,18 @@ async fn router(
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    Ok(tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(service.into_server()))
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = options.tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let router = builder.add_service(health_service).add_service(reflection);
+    Ok(match options.authenticator {
+        Some(authenticator) => router.add_service(
+            tonic::service::interceptor::InterceptedService::new(
+                service.into_server(),
+                authenticator.interceptor(),
+            ),
+        ),
+        None => router.add_service(service.into_server()),
+    })
 }

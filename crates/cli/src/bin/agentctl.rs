@@ -46,6 +46,22 @@ struct Cli {
     /// Print protobuf JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Talk TLS to --server, trusting this CA bundle (PEM).
+    #[arg(long, env = "AGENTCTL_TLS_CA", global = true)]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mTLS, with --tls-key.
+    #[arg(long, env = "AGENTCTL_TLS_CERT", global = true, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mTLS, with --tls-cert.
+    #[arg(long, env = "AGENTCTL_TLS_KEY", global = true, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Server name to verify when it differs from the host in --server.
+    #[arg(long, global = true)]
+    tls_domain: Option<String>,
+    /// Bearer token (a JWT) sent on every call; never a flag value in scripts' history: prefer
+    /// the environment variable.
+    #[arg(long, env = "AGENTCTL_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -296,9 +312,39 @@ impl Embedded {
     }
 }
 
+/// The channel to --server: TLS when --tls-ca is given, plaintext otherwise.
+fn server_channel(cli: &Cli) -> anyhow::Result<tonic::transport::Channel> {
+    let Some(ca) = &cli.tls_ca else {
+        if cli.tls_cert.is_some() {
+            bail!("--tls-cert needs --tls-ca (the CA that signed the server's certificate)");
+        }
+        return Ok(agentsessions_harnesswire::channel(&cli.server)?);
+    };
+    let mut settings = agentsessions_auth::ClientTlsSettings::new(ca);
+    if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+        settings = settings.with_identity(cert, key);
+    }
+    if let Some(domain) = &cli.tls_domain {
+        settings = settings.with_domain(domain);
+    }
+    let tls = settings.client_tls_config()?;
+    let uri = if cli.server.contains("://") {
+        cli.server.clone()
+    } else {
+        format!("https://{}", cli.server)
+    };
+    Ok(tonic::transport::Endpoint::from_shared(uri)?
+        .tls_config(tls)?
+        .connect_lazy())
+}
+
 async fn connect(cli: &Cli) -> anyhow::Result<(Client, Option<Embedded>)> {
     if !cli.server.is_empty() {
-        let client = Client::dial(&cli.server)?.with_project(cli.project.clone());
+        let mut client =
+            Client::from_channel(server_channel(cli)?).with_project(cli.project.clone());
+        if let Some(token) = &cli.token {
+            client = client.with_bearer_token(token)?;
+        }
         return Ok((client, None));
     }
     let journal = open_journal(&cli.journal, "").await?;
@@ -610,8 +656,18 @@ async fn harness_command(cli: &Cli, op: &HarnessOp, out: &mut Out) -> anyhow::Re
             "harness commands talk to a daemon's operator listener: give --server <--registry-addr>"
         );
     }
-    let channel = agentsessions_harnesswire::channel(&cli.server)?;
-    let mut registry = HarnessRegistryClient::new(channel);
+    let bearer = cli
+        .token
+        .as_deref()
+        .map(agentsessions_auth::BearerToken::new)
+        .transpose()?;
+    let mut registry = HarnessRegistryClient::with_interceptor(
+        server_channel(cli)?,
+        move |request: tonic::Request<()>| match &bearer {
+            Some(bearer) => tonic::service::Interceptor::call(&mut bearer.clone(), request),
+            None => Ok(request),
+        },
+    );
     fn call<T>(message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.set_timeout(std::time::Duration::from_secs(30));

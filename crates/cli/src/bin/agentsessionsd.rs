@@ -63,8 +63,13 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read config file {}", path.display()))?;
-            toml::from_str::<HostConfig>(&text)
-                .with_context(|| format!("config file {}", path.display()))?
+            let mut file = toml::from_str::<HostConfig>(&text)
+                .with_context(|| format!("config file {}", path.display()))?;
+            // Certificate and key paths are relative to the file that names them.
+            if let Some(dir) = path.parent() {
+                file.auth.resolve_paths(dir);
+            }
+            file
         }
         None => HostConfig::default(),
     };
@@ -94,6 +99,28 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
             .with_context(|| format!("config addr {text:?} is not host:port"))?,
     };
     Ok((addr, host))
+}
+
+/// TLS and authentication from the `[auth]` table. Authorization policies are refused until the
+/// service enforces them: a configured policy must never be silently ignored.
+fn serve_options(
+    auth: &agentsessions_auth::AuthConfig,
+) -> anyhow::Result<agentsessions_server::ServeOptions> {
+    auth.validate().context("[auth]")?;
+    if auth.authorizer().context("[auth.authorization]")?.is_some() {
+        anyhow::bail!(
+            "[auth.authorization]: authorization policies are not enforced by this build yet; \
+             remove the policy (authentication and TLS are supported)"
+        );
+    }
+    let authenticator = (auth.yields_identity() || auth.effective_require_authentication())
+        .then(|| auth.authenticator().map(std::sync::Arc::new))
+        .transpose()
+        .context("[auth]")?;
+    Ok(agentsessions_server::ServeOptions {
+        tls: auth.server_tls_config().context("[auth.tls]")?,
+        authenticator,
+    })
 }
 
 async fn shutdown_signal() {
@@ -140,6 +167,7 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
+    let serve_options = serve_options(&config.auth)?;
     let journal = open_journal(&config.journal, &config.journal_schema).await?;
     let assembled = build_service(journal, &config)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
@@ -163,9 +191,23 @@ async fn main() -> anyhow::Result<()> {
         operator_bound = Some(operator_addr);
         let incoming =
             tonic::transport::server::TcpIncoming::from(operator).with_nodelay(Some(true));
+        let mut operator_server = tonic::transport::Server::builder();
+        if let Some(tls) = serve_options.tls.clone() {
+            operator_server = operator_server
+                .tls_config(tls)
+                .context("TLS for the registry listener")?;
+        }
+        let operator_router = match serve_options.authenticator.clone() {
+            Some(authenticator) => {
+                operator_server.add_service(tonic::service::interceptor::InterceptedService::new(
+                    registry.into_server(),
+                    authenticator.interceptor(),
+                ))
+            }
+            None => operator_server.add_service(registry.into_server()),
+        };
         tokio::spawn(async move {
-            let served = tonic::transport::Server::builder()
-                .add_service(registry.into_server())
+            let served = operator_router
                 .serve_with_incoming_shutdown(incoming, shutdown_signal())
                 .await;
             if let Err(e) = served {
@@ -195,9 +237,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(agentsessions_server::serve_tcp(
+    let server = tokio::spawn(agentsessions_server::serve_tcp_with(
         listener,
         assembled.service,
+        serve_options,
         async move {
             shutdown_signal().await;
             let _ignored = stopping_tx.send(());
