@@ -255,13 +255,23 @@ pub fn build_service(
             ChatHarness::new(config.model.clone()).map_err(|e| HostError::Model(e.to_string()))?;
         builder = builder.harness("chat", Arc::new(chat), none);
     }
+    // Static remote harnesses are placed by the remote runtime (attach by address) and reached
+    // through one shared dialer; the probe answers the admission gate's Describe.
+    let dialer = Arc::new(agentsessions_runtime::WireDialer::new());
     for (name, address) in &remote {
-        let harness =
-            RemoteHarness::connect_lazy(address).map_err(|e| HostError::HarnessEntry {
-                entry: format!("{name}={address}"),
-                reason: e.to_string(),
-            })?;
-        builder = builder.harness(name.clone(), Arc::new(harness), none);
+        let failed = |reason: String| HostError::HarnessEntry {
+            entry: format!("{name}={address}"),
+            reason,
+        };
+        let runtime = agentsessions_runtime::RemoteRuntime::new(address)
+            .map_err(|e| failed(e.to_string()))?;
+        let probe = RemoteHarness::connect_lazy(address).map_err(|e| failed(e.to_string()))?;
+        builder = builder.runtime_harness(
+            name.clone(),
+            Arc::new(runtime),
+            dialer.clone(),
+            agentsessions_server::placement::DescriptorSource::Probe(Arc::new(probe)),
+        );
     }
     if !config.project.is_empty() {
         builder = builder.project(config.project.clone());

@@ -472,3 +472,53 @@ async fn registry_on_the_operator_listener() {
     let wrong = ctl(d, &["--server", sessions, "harness", "list"]);
     assert!(!wrong.status.success());
 }
+
+// A static `--harness name=address` entry: a harness in another process, placed by the remote
+// runtime and driven over Harness.Connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_remote_harness_serves_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let harness_addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(agentsessions_harnesswire::serve_tcp_listener(
+        listener,
+        std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
+        std::future::pending(),
+    ));
+    let entry = format!("far={harness_addr}");
+    let daemon = Daemon::start(
+        &d.join("j.db"),
+        &["--model", "echo", "--harness", entry.as_str()],
+    );
+    let uid = stdout(&ctl(
+        d,
+        &["--server", &daemon.addr, "create", "--harness", "far"],
+    ));
+    let turn = stdout(&ctl(
+        d,
+        &[
+            "--server",
+            &daemon.addr,
+            "exec",
+            "--session",
+            uid.trim(),
+            "across processes",
+        ],
+    ));
+    assert!(turn.contains("echo:across processes"), "{turn}");
+    let bad = Command::new(DAEMON)
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--model",
+            "echo",
+            "--harness",
+            "x=http://127.0.0.1:1",
+        ])
+        .arg("--journal")
+        .arg(d.join("k.db"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success(), "a URL is not a harness address");
+}
