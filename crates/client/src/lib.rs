@@ -286,7 +286,9 @@ impl Client {
             .unwrap_or_else(|| request_id::incoming(&tonic::metadata::MetadataMap::new()));
         request_id::attach(request.metadata_mut(), &id);
         if let Some(bearer) = &self.bearer {
-            request.metadata_mut().insert("authorization", bearer.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
         }
         request
     }
@@ -344,10 +346,12 @@ impl Client {
     /// # Errors
     /// [`ClientError::Dial`] for a token that cannot be a header value.
     pub fn with_bearer_token(mut self, token: &str) -> Result<Self> {
-        let value = format!("Bearer {token}").parse().map_err(|_| ClientError::Dial {
-            target: String::new(),
-            reason: "the bearer token is not a valid header value".into(),
-        })?;
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::Dial {
+                target: String::new(),
+                reason: "the bearer token is not a valid header value".into(),
+            })?;
         self.bearer = Some(value);
         Ok(self)
     }

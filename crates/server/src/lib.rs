@@ -329,12 +329,12 @@ async fn router(
     }
     let router = builder.add_service(health_service).add_service(reflection);
     Ok(match options.authenticator {
-        Some(authenticator) => router.add_service(
-            tonic::service::interceptor::InterceptedService::new(
+        Some(authenticator) => {
+            router.add_service(tonic::service::interceptor::InterceptedService::new(
                 service.into_server(),
                 authenticator.interceptor(),
-            ),
-        ),
+            ))
+        }
         None => router.add_service(service.into_server()),
     })
 }
