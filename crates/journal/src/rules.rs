@@ -10,7 +10,7 @@ use crate::journal::{
 use crate::page_token::PageCursor;
 
 /// Refuses an empty session uid.
-pub(crate) fn check_session_uid(session: &str) -> Result<()> {
+pub fn check_session_uid(session: &str) -> Result<()> {
     if session.is_empty() {
         return Err(JournalError::InvalidArgument(
             "session uid is empty".to_owned(),
@@ -21,7 +21,7 @@ pub(crate) fn check_session_uid(session: &str) -> Result<()> {
 
 /// Semantics §1.4 steps 1 and 2: the CAS cursor must be the head, and the writer's fence must
 /// not be below the session's fence.
-pub(crate) fn check_append(
+pub fn check_append(
     session: &str,
     expected_last_seq: i64,
     head: i64,
@@ -46,7 +46,7 @@ pub(crate) fn check_append(
 }
 
 /// A fork point must be a committed record of the parent: `1..=head`.
-pub(crate) fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
+pub fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
     if at_seq < 1 || at_seq > head {
         return Err(JournalError::InvalidArgument(format!(
             "fork of session {parent} at seq {at_seq}: the fork point must be within 1..={head}"
@@ -69,7 +69,7 @@ pub(crate) fn check_lineage_kept(row: &SessionRow, parent: &str, fork_seq: i64) 
 }
 
 /// Normalizes a read window: `to == 0` means up to the head.
-pub(crate) fn read_window(from: i64, to: i64) -> Result<(i64, i64)> {
+pub fn read_window(from: i64, to: i64) -> Result<(i64, i64)> {
     if from < 0 || to < 0 {
         return Err(JournalError::InvalidArgument(format!(
             "read window [{from}, {to}] has a negative bound"
@@ -79,7 +79,7 @@ pub(crate) fn read_window(from: i64, to: i64) -> Result<(i64, i64)> {
 }
 
 /// Builds a page from rows already truncated to the page size; `more` says a further row exists.
-pub(crate) fn page_of(sessions: Vec<SessionInfo>, more: bool) -> SessionPage {
+pub fn page_of(sessions: Vec<SessionInfo>, more: bool) -> SessionPage {
     let next_page_token = match sessions.last() {
         Some(last) if more => PageCursor {
             created_at_ns: last.row.created_at.unwrap_or_default().unix_nanos(),
@@ -96,7 +96,7 @@ pub(crate) fn page_of(sessions: Vec<SessionInfo>, more: bool) -> SessionPage {
 
 /// Decides a registration against what is stored under the name (semantics §7.2): identical spec
 /// → unchanged or reactivated, another spec → exists, a free but reserved name → reserved.
-pub(crate) fn register_decision(
+pub fn register_decision(
     existing: Option<HarnessRow>,
     reserved: bool,
     name: &str,
@@ -133,7 +133,7 @@ pub(crate) fn register_decision(
 }
 
 /// Retires a registration; the reason and time of the first retirement are kept.
-pub(crate) fn retire(row: &mut HarnessRow, reason: &str, now: Timestamp) {
+pub fn retire(row: &mut HarnessRow, reason: &str, now: Timestamp) {
     if row.state == HarnessState::Retired {
         return;
     }
