@@ -5,43 +5,14 @@ use crate::error::Result;
 
 /// Checks a static harness address (semantics §10.7): `host:port`, `dns:///host:port`,
 /// `dns://resolver/host:port`, `unix:<path>` or `unix://<path>`; URLs, missing ports and empty
-/// paths are refused.
+/// paths are refused. The runtime's address parser is the one definition.
 ///
 /// # Errors
 /// Why the address is refused.
 pub fn check_harness_address(address: &str) -> Result<(), String> {
-    if let Some(path) = address
-        .strip_prefix("unix://")
-        .or_else(|| address.strip_prefix("unix:"))
-    {
-        return if path.is_empty() {
-            Err("a unix address needs a socket path".into())
-        } else {
-            Ok(())
-        };
-    }
-    let target = if let Some(rest) = address.strip_prefix("dns://") {
-        // dns:///host:port or dns://resolver/host:port
-        match rest.split_once('/') {
-            Some((_, target)) if !target.is_empty() => target,
-            _ => {
-                return Err("a dns address is dns:///host:port or dns://resolver/host:port".into());
-            }
-        }
-    } else if address.contains("://") {
-        return Err("give host:port, dns:///host:port or unix:<path>, not a URL".into());
-    } else {
-        address
-    };
-    let Some((host, port)) = target.rsplit_once(':') else {
-        return Err("the address needs a port (host:port)".into());
-    };
-    if host.is_empty() || host == "dns" || host == "unix" {
-        return Err(format!("{host:?} is not a host name"));
-    }
-    port.parse::<u16>()
+    agentsessions_runtime::HarnessAddress::parse(address)
         .map(|_| ())
-        .map_err(|_| format!("{port:?} is not a port number"))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
