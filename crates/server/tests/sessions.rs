@@ -985,3 +985,49 @@ async fn a_remote_harness_killed_mid_turn_is_re_driven_on_resume() {
         "END, then the RESUME marker"
     );
 }
+
+// Forking or deleting a parent never changes what its children hold (issue: fork without
+// copying): the children share the parent's stored prefix, so a delete intent on the parent and
+// further forks of it leave every child's chain whole and its turns working.
+#[tokio::test]
+async fn deleting_or_forking_a_parent_never_corrupts_a_child() {
+    let mut s = start().await;
+    let (frames, _) = exec(&mut s.client, exec_request("", "one")).await;
+    let parent = session_uid(&frames);
+    let forked = s
+        .client
+        .fork(pb::ForkRequest {
+            session: parent.clone(),
+            count: 1,
+            ..pb::ForkRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let child = forked.children[0].metadata.as_ref().unwrap().uid.clone();
+    let before = replay(&mut s.client, &child, 0, 0).await;
+
+    // The parent goes on, is forked again, then deleted.
+    exec(&mut s.client, exec_request(&parent, "two")).await;
+    s.client
+        .fork(pb::ForkRequest {
+            session: parent.clone(),
+            count: 2,
+            ..pb::ForkRequest::default()
+        })
+        .await
+        .unwrap();
+    s.client
+        .delete_session(pb::DeleteSessionRequest {
+            uid: parent.clone(),
+        })
+        .await
+        .unwrap();
+
+    assert_eq!(replay(&mut s.client, &child, 0, 0).await, before);
+    let (_, status) = exec(&mut s.client, exec_request(&child, "still mine")).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    let records = s.journal.read(&child, 1, 0).await.unwrap();
+    agentsessions_journal::verify_records(&records).unwrap();
+    assert_eq!(records.len(), before.len() + 5);
+}
