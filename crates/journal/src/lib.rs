@@ -22,6 +22,7 @@
 
 pub mod audit;
 pub mod chain;
+pub mod columns;
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
 pub mod error;
