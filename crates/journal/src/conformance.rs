@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use agentsessions_api::{
-    ApprovalRequest, ComputeState, Event, EventBody, EventKind, IdentityRef, Lifecycle,
-    LifecycleKind, Message, Origin, SnapshotRef, Timestamp,
+    ApprovalRequest, CallerIdentity, ComputeState, DeletionState, Event, EventBody, EventKind,
+    IdentityRef, Lifecycle, LifecycleKind, Message, Origin, SnapshotRef, Timestamp,
 };
 use agentsessions_wire::{content_hash, pb};
 
@@ -46,6 +46,9 @@ macro_rules! journal_conformance {
             put_session_cannot_repoint_a_shared_prefix,
             copied_prefix_children_read_as_plain_sessions,
             concurrent_forks_and_parent_appends,
+            owner_is_recorded_once_and_never_changes,
+            listing_by_owner_pages_exactly_and_never_mixes_owners,
+            delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -198,6 +201,7 @@ pub async fn metadata_row_round_trips_and_append_creates_missing_rows(j: Arc<dyn
         Err(JournalError::SessionNotFound(_))
     ));
     let row = SessionRow {
+        owner: CallerIdentity::new("https://idp.test", "alice"),
         uid: "sess-1".into(),
         project: String::new(),
         name: "n".into(),
@@ -345,6 +349,7 @@ pub async fn listing_pages_exactly_by_project(j: Arc<dyn Journal>) {
                 project: "p1".into(),
                 page_size: 3,
                 page_token: token.clone(),
+                ..ListQuery::default()
             })
             .await
             .unwrap();
@@ -364,6 +369,7 @@ pub async fn listing_pages_exactly_by_project(j: Arc<dyn Journal>) {
             project: "p1".into(),
             page_size: 7,
             page_token: String::new(),
+            ..ListQuery::default()
         })
         .await
         .unwrap();
@@ -388,6 +394,7 @@ pub async fn listing_refuses_bad_tokens_and_clamps_sizes(j: Arc<dyn Journal>) {
         project: "big".into(),
         page_size: size,
         page_token: String::new(),
+        ..ListQuery::default()
     };
     assert_eq!(j.list_sessions(page(0)).await.unwrap().sessions.len(), 50);
     assert_eq!(j.list_sessions(page(-3)).await.unwrap().sessions.len(), 50);
@@ -969,4 +976,246 @@ pub async fn concurrent_forks_and_parent_appends(j: Arc<dyn Journal>) {
         assert_eq!(chain[..at_len], parent[..at_len]);
         verify_records(&chain).unwrap();
     }
+}
+
+fn caller(subject: &str) -> CallerIdentity {
+    CallerIdentity::new("https://idp.test", subject)
+}
+
+async fn put_owned(j: &Arc<dyn Journal>, uid: &str, project: &str, created_ns: i64, owner: &str) {
+    j.put_session(SessionRow {
+        uid: uid.into(),
+        project: project.into(),
+        created_at: Some(Timestamp::from_unix_nanos(created_ns)),
+        owner: if owner.is_empty() {
+            CallerIdentity::default()
+        } else {
+            caller(owner)
+        },
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+}
+
+// extensions §1: the owner is set at creation from the verified caller and is fixed after.
+pub async fn owner_is_recorded_once_and_never_changes(j: Arc<dyn Journal>) {
+    put_owned(&j, "s", "", 1, "alice").await;
+    assert_eq!(
+        j.session_info("s").await.unwrap().row.owner,
+        caller("alice")
+    );
+    // A metadata write that does not name the owner keeps it; restating it is fine.
+    put_at(&j, "s", "", 1).await;
+    assert_eq!(
+        j.session_info("s").await.unwrap().row.owner,
+        caller("alice")
+    );
+    put_owned(&j, "s", "", 1, "alice").await;
+    // Changing it is refused and changes nothing.
+    let refused = j
+        .put_session(SessionRow {
+            uid: "s".into(),
+            name: "renamed".into(),
+            owner: caller("bob"),
+            ..SessionRow::default()
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(JournalError::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    let info = j.session_info("s").await.unwrap();
+    assert_eq!(
+        (info.row.owner, info.row.name.as_str()),
+        (caller("alice"), "")
+    );
+    // An incomplete owner is never stored.
+    let incomplete = j
+        .put_session(SessionRow {
+            uid: "u".into(),
+            owner: CallerIdentity::new("https://idp.test", ""),
+            ..SessionRow::default()
+        })
+        .await;
+    assert!(
+        matches!(incomplete, Err(JournalError::InvalidArgument(_))),
+        "{incomplete:?}"
+    );
+    // Appends and fences never touch it; a fork child starts with its parent's owner, an
+    // unbound parent's child is unbound.
+    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.new_fence("s").await.unwrap();
+    assert_eq!(
+        j.session_info("s").await.unwrap().row.owner,
+        caller("alice")
+    );
+    j.fork_session("s", 1, "child").await.unwrap();
+    assert_eq!(
+        j.session_info("child").await.unwrap().row.owner,
+        caller("alice")
+    );
+    j.append("free", 0, 0, input("a")).await.unwrap();
+    j.fork_session("free", 1, "free-child").await.unwrap();
+    assert_eq!(
+        j.session_info("free-child").await.unwrap().row.owner,
+        CallerIdentity::default()
+    );
+}
+
+async fn list_all(
+    j: &Arc<dyn Journal>,
+    project: &str,
+    owner: Option<CallerIdentity>,
+) -> (Vec<String>, usize) {
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = j
+            .list_sessions(ListQuery {
+                project: project.into(),
+                page_size: 2,
+                page_token: token.clone(),
+                owner: owner.clone(),
+            })
+            .await
+            .unwrap();
+        pages += 1;
+        assert!(
+            page.sessions.len() <= 2,
+            "a page is never larger than asked"
+        );
+        if let Some(owner) = &owner {
+            assert!(page.sessions.iter().all(|s| s.row.owner == *owner));
+        }
+        seen.extend(page.sessions.iter().map(|s| s.row.uid.clone()));
+        if page.next_page_token.is_empty() {
+            return (seen, pages);
+        }
+        token = page.next_page_token;
+    }
+}
+
+// extensions §2: owner-filtered listing is a storage query, so pages stay full and tokens exact.
+pub async fn listing_by_owner_pages_exactly_and_never_mixes_owners(j: Arc<dyn Journal>) {
+    // Interleaved creation times, ties broken by uid, an unbound session and another project.
+    for (uid, t, owner) in [
+        ("a1", 9, "alice"),
+        ("b1", 9, "bob"),
+        ("a2", 8, "alice"),
+        ("n1", 8, ""),
+        ("b2", 7, "bob"),
+        ("a3", 7, "alice"),
+        ("b3", 6, "bob"),
+        ("a4", 5, "alice"),
+        ("a5", 5, "alice"),
+        ("b4", 4, "bob"),
+    ] {
+        put_owned(&j, uid, "p", t, owner).await;
+    }
+    put_owned(&j, "a-elsewhere", "q", 9, "alice").await;
+    let (alice, pages) = list_all(&j, "p", Some(caller("alice"))).await;
+    assert_eq!(alice, ["a1", "a2", "a3", "a4", "a5"]);
+    assert_eq!(pages, 3, "five rows in pages of two: 2, 2, 1");
+    let (bob, pages) = list_all(&j, "p", Some(caller("bob"))).await;
+    assert_eq!(bob, ["b1", "b2", "b3", "b4"]);
+    assert_eq!(pages, 2, "a page ending at the last row has no token");
+    let (everyone, _) = list_all(&j, "p", None).await;
+    assert_eq!(everyone.len(), 10);
+    let (nobody, pages) = list_all(&j, "p", Some(caller("carol"))).await;
+    assert!(nobody.is_empty());
+    assert_eq!(pages, 1);
+    let (elsewhere, _) = list_all(&j, "q", Some(caller("alice"))).await;
+    assert_eq!(elsewhere, ["a-elsewhere"]);
+    // The same issuer with another subject, or another issuer with the same subject, is
+    // another owner.
+    let (other_issuer, _) = list_all(
+        &j,
+        "p",
+        Some(CallerIdentity::new("https://other.test", "alice")),
+    )
+    .await;
+    assert!(other_issuer.is_empty());
+    // An incomplete filter is refused, not read as "everyone".
+    for bad in [CallerIdentity::default(), CallerIdentity::new("", "alice")] {
+        let refused = j
+            .list_sessions(ListQuery {
+                project: "p".into(),
+                owner: Some(bad),
+                ..ListQuery::default()
+            })
+            .await;
+        assert!(
+            matches!(refused, Err(JournalError::InvalidArgument(_))),
+            "{refused:?}"
+        );
+    }
+}
+
+// extensions §3: LIFECYCLE_DELETE and DELETION_PENDING commit together; the reclaimer's queue.
+pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j: Arc<dyn Journal>) {
+    put_at(&j, "s", "", 1).await;
+    j.append("s", 0, 0, input("a")).await.unwrap();
+    assert_eq!(
+        j.session_info("s").await.unwrap().deletion,
+        DeletionState::Active
+    );
+    assert!(j.pending_deletions(10).await.unwrap().is_empty());
+    // A refused append carrying the marker leaves the session active.
+    let refused = j
+        .append_batch("s", 0, 0, vec![lifecycle(LifecycleKind::Delete)])
+        .await;
+    assert!(
+        matches!(refused, Err(JournalError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        j.session_info("s").await.unwrap().deletion,
+        DeletionState::Active
+    );
+    // Reclaiming an active session is refused.
+    let early = j.mark_reclaimed("s").await;
+    assert!(
+        matches!(early, Err(JournalError::InvalidArgument(_))),
+        "{early:?}"
+    );
+    let record = j
+        .append("s", 1, 0, lifecycle(LifecycleKind::Delete))
+        .await
+        .unwrap();
+    assert_eq!(record.seq, 2);
+    let info = j.session_info("s").await.unwrap();
+    assert_eq!(info.deletion, DeletionState::Pending);
+    assert!(info.deletion.is_deleted());
+    assert_eq!(info.reclaimed_at, None);
+    // Still readable, records intact.
+    verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
+    // Other sessions are untouched; a fork of a session taken before its deletion is active.
+    j.append("t", 0, 0, input("b")).await.unwrap();
+    j.fork_session("s", 1, "s-child").await.unwrap();
+    assert_eq!(
+        j.session_info("t").await.unwrap().deletion,
+        DeletionState::Active
+    );
+    assert_eq!(
+        j.session_info("s-child").await.unwrap().deletion,
+        DeletionState::Active
+    );
+    assert_eq!(j.pending_deletions(10).await.unwrap(), ["s"]);
+    assert!(j.pending_deletions(0).await.unwrap().is_empty());
+    j.mark_reclaimed("s").await.unwrap();
+    let first = j.session_info("s").await.unwrap().reclaimed_at;
+    assert!(first.is_some());
+    // Reclaiming twice keeps the first time; the session leaves the queue but stays pending.
+    j.mark_reclaimed("s").await.unwrap();
+    let info = j.session_info("s").await.unwrap();
+    assert_eq!(info.reclaimed_at, first);
+    assert_eq!(info.deletion, DeletionState::Pending);
+    assert!(j.pending_deletions(10).await.unwrap().is_empty());
+    let missing = j.mark_reclaimed("nope").await;
+    assert!(
+        matches!(missing, Err(JournalError::SessionNotFound(_))),
+        "{missing:?}"
+    );
 }

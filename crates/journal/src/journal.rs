@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-use agentsessions_api::{ComputeState, Event, IdentityRef, Origin, Timestamp};
+use agentsessions_api::{
+    CallerIdentity, ComputeState, DeletionState, Event, IdentityRef, Origin, Timestamp,
+};
 use async_trait::async_trait;
 
 use crate::error::Result;
@@ -45,6 +47,10 @@ pub struct SessionRow {
     pub identity: IdentityRef,
     /// Creation time; `None` means now on insert and unchanged on update.
     pub created_at: Option<Timestamp>,
+    /// The verified caller that created the session (extensions §1, §2); empty for an unbound
+    /// session. Fixed once set: a write may restate it or leave it empty (keeping it), never
+    /// change it. A fork child starts with its parent's owner.
+    pub owner: CallerIdentity,
 }
 
 /// A session's metadata joined with what the journal derives for it.
@@ -60,6 +66,11 @@ pub struct SessionInfo {
     pub fence: i64,
     /// Last metadata or log change.
     pub updated_at: Timestamp,
+    /// The deletion axis (extensions §3), set to pending in the transaction that commits the
+    /// session's `LIFECYCLE_DELETE`. A stored value this build does not know fails closed.
+    pub deletion: DeletionState,
+    /// When the reclaimer released the session's compute and snapshots; `None` until then.
+    pub reclaimed_at: Option<Timestamp>,
 }
 
 /// One page request of [`Journal::list_sessions`].
@@ -71,6 +82,9 @@ pub struct ListQuery {
     pub page_size: i64,
     /// Opaque token from a previous page; empty for the first page.
     pub page_token: String,
+    /// Only sessions owned by exactly this caller (an indexed query, so page sizes and tokens
+    /// stay exact); `None` lists every owner. An incomplete owner is refused.
+    pub owner: Option<CallerIdentity>,
 }
 
 impl ListQuery {
@@ -254,12 +268,29 @@ pub trait Journal: Send + Sync + Debug {
     async fn session_info(&self, uid: &str) -> Result<SessionInfo>;
 
     /// One page of a project's sessions ordered by (created_at desc, uid asc), including
-    /// sessions with no events.
+    /// sessions with no events, optionally only those of one owner.
     ///
     /// # Errors
     /// [`InvalidPageToken`](crate::JournalError::InvalidPageToken) for a token this journal did
-    /// not issue (never a silent restart).
+    /// not issue (never a silent restart);
+    /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for an incomplete owner filter.
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage>;
+
+    /// Up to `limit` sessions whose deletion state is not active (pending, or a state this build
+    /// does not know) and that were not reclaimed yet, oldest change first: the reclaimer's work.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>>;
+
+    /// Records that the session's compute and snapshots were released. Refused for a session
+    /// whose deletion state is active: only a deleted session is reclaimed.
+    ///
+    /// # Errors
+    /// [`SessionNotFound`](crate::JournalError::SessionNotFound),
+    /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for an active session, storage
+    /// failures.
+    async fn mark_reclaimed(&self, uid: &str) -> Result<()>;
 
     /// Stores a harness registration, atomically deciding its outcome.
     ///

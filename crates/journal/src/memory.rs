@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agentsessions_api::{ComputeState, Event, Timestamp};
+use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
 use async_trait::async_trait;
 
 use crate::chain::PreparedEvent;
@@ -13,7 +13,7 @@ use crate::journal::{
     SessionPage, SessionRow,
 };
 use crate::page_token::PageCursor;
-use crate::projection::{project_compute_state, state_walking_back};
+use crate::projection::{marks_deletion, project_compute_state, state_walking_back};
 use crate::record::LogRecord;
 use crate::rules;
 
@@ -100,6 +100,8 @@ struct SessionState {
     log: Arc<Log>,
     /// Set for a child made by `fork_session`: `(parent, fork_seq)`, fixed for good.
     link: Option<(String, i64)>,
+    deletion: DeletionState,
+    reclaimed_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Default)]
@@ -173,6 +175,8 @@ fn info_of(s: &SessionState) -> SessionInfo {
         compute_state: s.compute_state,
         fence: s.fence,
         updated_at: s.updated_at,
+        deletion: s.deletion.clone(),
+        reclaimed_at: s.reclaimed_at,
     }
 }
 
@@ -217,6 +221,9 @@ impl Journal for MemoryJournal {
                 event: p.event,
             };
             s.compute_state = project_compute_state(s.compute_state, &record.event);
+            if marks_deletion(&record.event) {
+                s.deletion = DeletionState::Pending;
+            }
             own.push(record.clone());
             out.push(record);
         }
@@ -283,6 +290,7 @@ impl Journal for MemoryJournal {
             model: source.row.model.clone(),
             parent_uid: parent.to_owned(),
             fork_seq: at_seq,
+            owner: source.row.owner.clone(),
             ..SessionRow::default()
         };
         state.sessions.insert(
@@ -295,6 +303,7 @@ impl Journal for MemoryJournal {
                 compute_state,
                 log,
                 link: Some((parent.to_owned(), at_seq)),
+                ..SessionState::default()
             },
         );
         Ok(1)
@@ -309,6 +318,12 @@ impl Journal for MemoryJournal {
         {
             rules::check_lineage_kept(&row, parent, *fork_seq)?;
         }
+        let stored_owner = state
+            .sessions
+            .get(&row.uid)
+            .map(|s| s.row.owner.clone())
+            .unwrap_or_default();
+        let owner = rules::owner_after(&row.uid, &stored_owner, &row.owner)?;
         let s = self.ensure_session(&mut state, &row.uid, now);
         if let Some(created) = row.created_at {
             s.created_at = created;
@@ -316,6 +331,7 @@ impl Journal for MemoryJournal {
         s.row = SessionRow {
             project,
             created_at: None,
+            owner,
             ..row
         };
         s.updated_at = now;
@@ -332,6 +348,7 @@ impl Journal for MemoryJournal {
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
         let cursor = PageCursor::decode(&query.page_token)?;
+        rules::check_owner_filter(query.owner.as_ref())?;
         let project = self.project_or_default(&query.project);
         let size = query.effective_size();
         let state = self.lock();
@@ -339,6 +356,7 @@ impl Journal for MemoryJournal {
             .sessions
             .values()
             .filter(|s| s.row.project == project)
+            .filter(|s| query.owner.as_ref().is_none_or(|o| s.row.owner == *o))
             .filter(|s| {
                 cursor.as_ref().is_none_or(|c| {
                     let t = s.created_at.unix_nanos();
@@ -356,6 +374,41 @@ impl Journal for MemoryJournal {
         rows.truncate(size);
         let sessions: Vec<SessionInfo> = rows.into_iter().map(info_of).collect();
         Ok(rules::page_of(sessions, more))
+    }
+
+    async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {
+        let state = self.lock();
+        let mut pending: Vec<(&SessionState, &String)> = state
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.deletion.is_deleted() && s.reclaimed_at.is_none())
+            .map(|(uid, s)| (s, uid))
+            .collect();
+        pending.sort_by(|a, b| {
+            a.0.updated_at
+                .unix_nanos()
+                .cmp(&b.0.updated_at.unix_nanos())
+                .then_with(|| a.1.cmp(b.1))
+        });
+        Ok(pending
+            .into_iter()
+            .take(limit)
+            .map(|(_, uid)| uid.clone())
+            .collect())
+    }
+
+    async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
+        let now = Timestamp::now();
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(uid)
+            .ok_or_else(|| JournalError::SessionNotFound(uid.to_owned()))?;
+        rules::check_reclaimable(uid, &s.deletion)?;
+        if s.reclaimed_at.is_none() {
+            s.reclaimed_at = Some(now);
+        }
+        Ok(())
     }
 
     async fn register_harness(

@@ -27,6 +27,15 @@ pub fn fixed_state(event: &Event) -> Option<ComputeState> {
     }
 }
 
+/// Whether committing `event` records the durable intent to delete its session, which sets the
+/// session's deletion state to pending in the same transaction (extensions §3).
+pub fn marks_deletion(event: &Event) -> bool {
+    matches!(
+        &event.body,
+        Some(EventBody::Lifecycle(l)) if l.kind == LifecycleKind::Delete
+    )
+}
+
 /// The projection after the last of `events`, given newest first: the first fixed state met,
 /// else `NONE` (a log that never fixed a state is a never-run session).
 ///

@@ -1,6 +1,6 @@
 //! The journal rules every backend shares, so the semantics cannot drift between them.
 
-use agentsessions_api::Timestamp;
+use agentsessions_api::{CallerIdentity, DeletionState, Timestamp};
 use rand::RngCore as _;
 
 use crate::error::{JournalError, Result};
@@ -63,6 +63,50 @@ pub(crate) fn check_lineage_kept(row: &SessionRow, parent: &str, fork_seq: i64) 
             "session {} shares its first {fork_seq} records with {parent}; its parent_uid and \
              fork_seq cannot change (got {:?} at {})",
             row.uid, row.parent_uid, row.fork_seq
+        )));
+    }
+    Ok(())
+}
+
+/// The owner a metadata write leaves on `uid`: the stored one when the write names none or the
+/// same one, the written one when none is stored. Changing a stored owner is refused: ownership
+/// is fixed at creation (extensions §1).
+pub fn owner_after(
+    uid: &str,
+    stored: &CallerIdentity,
+    written: &CallerIdentity,
+) -> Result<CallerIdentity> {
+    if *written == CallerIdentity::default() || written == stored {
+        return Ok(stored.clone());
+    }
+    if !written.valid() {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {uid}: owner needs both issuer and subject"
+        )));
+    }
+    if *stored != CallerIdentity::default() {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {uid} is owned by another caller; its owner cannot change"
+        )));
+    }
+    Ok(written.clone())
+}
+
+/// Refuses an incomplete owner filter on a listing.
+pub fn check_owner_filter(owner: Option<&CallerIdentity>) -> Result<()> {
+    match owner {
+        Some(owner) if !owner.valid() => Err(JournalError::InvalidArgument(
+            "owner filter needs both issuer and subject".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Only a session whose deletion state is not active may be marked reclaimed.
+pub fn check_reclaimable(uid: &str, deletion: &DeletionState) -> Result<()> {
+    if !deletion.is_deleted() {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {uid} is not being deleted; only a deleted session is reclaimed"
         )));
     }
     Ok(())

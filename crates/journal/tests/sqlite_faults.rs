@@ -160,7 +160,12 @@ async fn layout_matches_the_reference_tables() {
             "labels",
             "annotations",
             "origin",
-            "identity"
+            "identity",
+            // Ours, after the reference columns (ownership and deletion, extensions §1–§3).
+            "owner_issuer",
+            "owner_subject",
+            "deletion_state",
+            "reclaimed_at"
         ]
     );
     assert_eq!(
@@ -701,4 +706,114 @@ async fn streaming_verification_matches_verify_raw() {
         reason: TamperReason::SeqGap { expected: 100 },
     })
     .await;
+}
+
+// extensions §1–§3 on a file the reference implementation wrote: the ownership and deletion
+// columns are added on open, its rows read as unbound and active, and its stamp stays 2.
+#[tokio::test]
+async fn a_reference_file_gains_owner_and_deletion_columns_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    fill(&path, "s", 2).await;
+    {
+        // Back to the reference layout: drop our columns and indexes.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX sessions_owner_created; DROP INDEX sessions_deletion_pending;
+             ALTER TABLE sessions DROP COLUMN owner_issuer;
+             ALTER TABLE sessions DROP COLUMN owner_subject;
+             ALTER TABLE sessions DROP COLUMN deletion_state;
+             ALTER TABLE sessions DROP COLUMN reclaimed_at;",
+        )
+        .unwrap();
+    }
+    let journal = SqliteJournal::open(&path).unwrap();
+    let info = journal.session_info("s").await.unwrap();
+    assert_eq!(info.last_seq, 2);
+    assert_eq!(info.row.owner, agentsessions_api::CallerIdentity::default());
+    assert_eq!(info.deletion, agentsessions_api::DeletionState::Active);
+    let owned = journal
+        .list_sessions(agentsessions_journal::ListQuery {
+            owner: Some(agentsessions_api::CallerIdentity::new("i", "alice")),
+            ..agentsessions_journal::ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(owned.sessions.is_empty());
+    drop(journal);
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    // The owner-filtered listing is a range scan of its index, not a scan of every session.
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT session FROM sessions s
+             WHERE s.owner_issuer = 'i' AND s.owner_subject = 'a' AND s.project = 'p'
+               AND (1 = 0 OR s.created_at < 5 OR (s.created_at = 5 AND s.session > 'x'))
+             ORDER BY s.created_at DESC, s.session ASC LIMIT 3",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("sessions_owner_created"))
+            && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{plan:?}"
+    );
+}
+
+// extensions §3: a stored deletion state this build does not know fails closed: it reads as
+// deleted (never active) and the reclaimer picks the session up.
+#[tokio::test]
+async fn an_unknown_deletion_state_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    fill(&path, "s", 1).await;
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE sessions SET deletion_state = 'SHREDDED' WHERE session = 's'",
+            [],
+        )
+        .unwrap();
+    let journal = SqliteJournal::open(&path).unwrap();
+    let info = journal.session_info("s").await.unwrap();
+    assert_eq!(
+        info.deletion,
+        agentsessions_api::DeletionState::Unrecognized("SHREDDED".into())
+    );
+    assert!(info.deletion.is_deleted());
+    assert_eq!(journal.pending_deletions(10).await.unwrap(), ["s"]);
+    journal.mark_reclaimed("s").await.unwrap();
+    assert!(journal.pending_deletions(10).await.unwrap().is_empty());
+    // A later delete marker does not turn the unknown state into a known one.
+    let head = journal.head("s").await.unwrap();
+    journal
+        .append(
+            "s",
+            head,
+            0,
+            agentsessions_api::Event::new(
+                agentsessions_api::EventKind::Lifecycle,
+                agentsessions_api::EventBody::Lifecycle(agentsessions_api::Lifecycle {
+                    kind: agentsessions_api::LifecycleKind::Delete,
+                    ..agentsessions_api::Lifecycle::default()
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        journal
+            .session_info("s")
+            .await
+            .unwrap()
+            .deletion
+            .is_deleted()
+    );
 }

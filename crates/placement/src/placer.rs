@@ -804,6 +804,8 @@ impl Placer {
                     origin: info.row.origin.clone(),
                     identity: IdentityRef::default(),
                     created_at: None,
+                    // Owned children: the parent's owner, in the same row that publishes them.
+                    owner: info.row.owner.clone(),
                 })
                 .await?;
         }

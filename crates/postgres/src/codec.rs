@@ -2,7 +2,7 @@
 //! (`agentsessions_journal::columns`, the same as the SQLite layout's); times are unix
 //! nanoseconds.
 
-use agentsessions_api::{ComputeState, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use agentsessions_journal::{HarnessRow, HarnessState, Result, SessionInfo, SessionRow};
 use tokio_postgres::Row;
 
@@ -29,12 +29,19 @@ pub(crate) struct StoredSession {
     pub(crate) annotations: String,
     pub(crate) origin: String,
     pub(crate) identity: String,
+    pub(crate) owner_issuer: String,
+    pub(crate) owner_subject: String,
+    pub(crate) deletion_state: String,
+    pub(crate) reclaimed_at: i64,
 }
 
 /// The `sessions` columns in [`StoredSession`] order.
 pub(crate) const STORED_COLUMNS: &str = "session, fence, project, name, harness, model, \
      parent_uid, fork_seq, compute_state, created_at, updated_at, labels, annotations, origin, \
-     identity";
+     identity, owner_issuer, owner_subject, deletion_state, reclaimed_at";
+
+/// How many columns [`STORED_COLUMNS`] names; a session read's derived columns follow them.
+pub(crate) const STORED_COLUMN_COUNT: usize = 19;
 
 impl StoredSession {
     /// Reads a row selected with [`STORED_COLUMNS`] first.
@@ -55,6 +62,10 @@ impl StoredSession {
             annotations: row.try_get(12)?,
             origin: row.try_get(13)?,
             identity: row.try_get(14)?,
+            owner_issuer: row.try_get(15)?,
+            owner_subject: row.try_get(16)?,
+            deletion_state: row.try_get(17)?,
+            reclaimed_at: row.try_get(18)?,
         })
     }
 
@@ -80,11 +91,15 @@ impl StoredSession {
                 model: self.model,
                 parent_uid: self.parent_uid,
                 fork_seq: self.fork_seq,
+                owner: CallerIdentity::new(self.owner_issuer, self.owner_subject),
             },
             last_seq,
             compute_state,
             fence: self.fence,
             updated_at: Timestamp::from_unix_nanos(self.updated_at),
+            deletion: DeletionState::parse(&self.deletion_state),
+            reclaimed_at: (self.reclaimed_at != 0)
+                .then(|| Timestamp::from_unix_nanos(self.reclaimed_at)),
         })
     }
 }
@@ -106,6 +121,7 @@ pub(crate) struct EncodedRow {
     pub(crate) origin: String,
     pub(crate) identity: String,
     pub(crate) created_at: Option<i64>,
+    pub(crate) owner: CallerIdentity,
 }
 
 impl EncodedRow {
@@ -123,6 +139,7 @@ impl EncodedRow {
             model: row.model,
             parent_uid: row.parent_uid,
             fork_seq: row.fork_seq,
+            owner: row.owner,
         })
     }
 }
@@ -168,6 +185,11 @@ mod tests {
     use agentsessions_api::{IdentityRef, Origin};
 
     use super::*;
+
+    #[test]
+    fn stored_column_count_matches_the_list() {
+        assert_eq!(STORED_COLUMNS.split(", ").count(), STORED_COLUMN_COUNT);
+    }
 
     #[test]
     fn metadata_columns_round_trip() {

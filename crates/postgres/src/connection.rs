@@ -118,6 +118,10 @@ pub(crate) struct Statements {
     pub(crate) read: Statement,
     pub(crate) session_info: Statement,
     pub(crate) list_sessions: Statement,
+    pub(crate) list_owned_sessions: Statement,
+    pub(crate) pending_deletions: Statement,
+    pub(crate) deletion_state: Statement,
+    pub(crate) mark_reclaimed: Statement,
     pub(crate) get_harness: Statement,
     pub(crate) list_harnesses: Statement,
     pub(crate) is_reserved: Statement,
@@ -170,6 +174,20 @@ impl Statements {
                  ORDER BY s.created_at DESC, s.session ASC
                  LIMIT $4"
             )),
+            sql(&format!(
+                "{session_select}
+                 WHERE s.owner_issuer = $5 AND s.owner_subject = $6 AND s.project = $1
+                   AND s.created_at <= $2 AND (s.created_at < $2 OR s.session > $3)
+                 ORDER BY s.created_at DESC, s.session ASC
+                 LIMIT $4"
+            )),
+            sql("SELECT session FROM {s}.sessions
+                 WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0
+                 ORDER BY updated_at, session LIMIT $1"),
+            sql("SELECT deletion_state FROM {s}.sessions WHERE session = $1"),
+            sql("UPDATE {s}.sessions SET reclaimed_at = $2
+                 WHERE session = $1 AND reclaimed_at = 0
+                   AND deletion_state NOT IN ('', 'ACTIVE')"),
             sql(&format!(
                 "SELECT {HARNESS_COLUMNS} FROM {{s}}.harnesses WHERE name = $1"
             )),
@@ -226,13 +244,15 @@ impl Statements {
                      model = u.model, parent_uid = u.parent_uid, fork_seq = u.fork_seq,
                      compute_state = u.compute_state, created_at = u.created_at,
                      updated_at = u.updated_at, labels = u.labels, annotations = u.annotations,
-                     origin = u.origin, identity = u.identity
+                     origin = u.origin, identity = u.identity, owner_issuer = u.owner_issuer,
+                     owner_subject = u.owner_subject, deletion_state = u.deletion_state
                  FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
                              $6::TEXT[], $7::TEXT[], $8::BIGINT[], $9::TEXT[], $10::BIGINT[],
-                             $11::BIGINT[], $12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[])
+                             $11::BIGINT[], $12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[],
+                             $16::TEXT[], $17::TEXT[], $18::TEXT[])
                      AS u(session, fence, project, name, harness, model, parent_uid, fork_seq,
                           compute_state, created_at, updated_at, labels, annotations, origin,
-                          identity)
+                          identity, owner_issuer, owner_subject, deletion_state)
                  WHERE t.session = u.session"),
             sql("DELETE FROM {s}.sessions WHERE session = ANY($1::TEXT[])"),
             sql(
@@ -252,16 +272,18 @@ impl Statements {
                  SELECT session, parent_uid, fork_seq FROM walk ORDER BY depth",
                 agentsessions_journal::lineage::MAX_FORK_DEPTH
             )),
-            sql("SELECT project, harness, model FROM {s}.sessions WHERE session = $1"),
+            sql("SELECT project, harness, model, owner_issuer, owner_subject
+                 FROM {s}.sessions WHERE session = $1"),
             sql("SELECT seq, hash, event FROM {s}.events
                  WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq DESC LIMIT $4"),
             // The child's row and its link in one statement: both or neither. A uid that has a
             // row, a link or records is refused (no row returned, or a key violation).
             sql("WITH child AS (
                      INSERT INTO {s}.sessions (session, fence, project, harness, model, parent_uid,
-                                               fork_seq, compute_state, created_at, updated_at)
+                                               fork_seq, compute_state, created_at, updated_at,
+                                               owner_issuer, owner_subject)
                      SELECT $1::TEXT, 1, $2::TEXT, $3::TEXT, $4::TEXT, $5::TEXT, $6::BIGINT,
-                            $7::TEXT, $8::BIGINT, $8::BIGINT
+                            $7::TEXT, $8::BIGINT, $8::BIGINT, $10::TEXT, $11::TEXT
                      WHERE NOT EXISTS (SELECT 1 FROM {s}.events WHERE session = $1::TEXT)
                      ON CONFLICT (session) DO NOTHING
                      RETURNING session)
@@ -278,6 +300,10 @@ impl Statements {
             read,
             session_info,
             list_sessions,
+            list_owned_sessions,
+            pending_deletions,
+            deletion_state,
+            mark_reclaimed,
             get_harness,
             list_harnesses,
             is_reserved,
@@ -303,6 +329,10 @@ impl Statements {
             read,
             session_info,
             list_sessions,
+            list_owned_sessions,
+            pending_deletions,
+            deletion_state,
+            mark_reclaimed,
             get_harness,
             list_harnesses,
             is_reserved,
@@ -327,6 +357,10 @@ impl Statements {
             client.prepare(read),
             client.prepare(session_info),
             client.prepare(list_sessions),
+            client.prepare(list_owned_sessions),
+            client.prepare(pending_deletions),
+            client.prepare(deletion_state),
+            client.prepare(mark_reclaimed),
             client.prepare(get_harness),
             client.prepare(list_harnesses),
             client.prepare(is_reserved),
@@ -352,6 +386,10 @@ impl Statements {
             read,
             session_info,
             list_sessions,
+            list_owned_sessions,
+            pending_deletions,
+            deletion_state,
+            mark_reclaimed,
             get_harness,
             list_harnesses,
             is_reserved,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentsessions_api::{ComputeState, Event, Timestamp};
+use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
 use agentsessions_journal::chain::{PreparedEvent, decode_event};
 use agentsessions_journal::lineage::{self, PrefixLink, Segment};
 use agentsessions_journal::page_token::PageCursor;
@@ -253,7 +253,7 @@ async fn fork_point(
 }
 
 fn session_info_of(row: &tokio_postgres::Row) -> std::result::Result<SessionInfo, DbError> {
-    let last_seq: i64 = row.try_get(15)?;
+    let last_seq: i64 = row.try_get(codec::STORED_COLUMN_COUNT)?;
     Ok(StoredSession::from_row(row)?.into_info(last_seq)?)
 }
 
@@ -401,9 +401,15 @@ impl Journal for PostgresJournal {
             rules::check_fork_seq(parent, at_seq, head)?;
             let segments = segments_from(parent, &walk)?;
             let (hash, state) = fork_point(c, parent, &segments, at_seq).await?;
-            let (project, harness, model) = match &row {
-                Some(r) => (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?),
-                None => (self.default_project.as_str(), "", ""),
+            let (project, harness, model, owner_issuer, owner_subject) = match &row {
+                Some(r) => (
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                ),
+                None => (self.default_project.as_str(), "", "", "", ""),
             };
             let inserted = c
                 .client
@@ -419,6 +425,8 @@ impl Journal for PostgresJournal {
                         &state.as_str(),
                         &now,
                         &hash,
+                        &owner_issuer,
+                        &owner_subject,
                     ],
                 )
                 .await;
@@ -453,6 +461,7 @@ impl Journal for PostgresJournal {
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
         let cursor = PageCursor::decode(&query.page_token)?;
+        rules::check_owner_filter(query.owner.as_ref())?;
         let size = query.effective_size();
         let project = if query.project.is_empty() {
             self.default_project.as_str()
@@ -468,13 +477,31 @@ impl Journal for PostgresJournal {
         };
         let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
         with_conn!(self.pool, |c| {
-            let rows = c
-                .client
-                .query(
-                    &c.st.list_sessions,
-                    &[&project, &after_time, &after_uid, &limit],
-                )
-                .await?;
+            let rows = match &query.owner {
+                Some(owner) => {
+                    c.client
+                        .query(
+                            &c.st.list_owned_sessions,
+                            &[
+                                &project,
+                                &after_time,
+                                &after_uid,
+                                &limit,
+                                &owner.issuer,
+                                &owner.subject,
+                            ],
+                        )
+                        .await?
+                }
+                None => {
+                    c.client
+                        .query(
+                            &c.st.list_sessions,
+                            &[&project, &after_time, &after_uid, &limit],
+                        )
+                        .await?
+                }
+            };
             let mut sessions = rows
                 .iter()
                 .map(session_info_of)
@@ -482,6 +509,34 @@ impl Journal for PostgresJournal {
             let more = sessions.len() > size;
             sessions.truncate(size);
             Ok(rules::page_of(sessions, more))
+        })
+    }
+
+    async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        with_conn!(self.pool, |c| {
+            let rows = c.client.query(&c.st.pending_deletions, &[&limit]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| r.try_get::<_, String>(0))
+                .collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
+        let now = Timestamp::now().unix_nanos();
+        with_conn!(self.pool, |c| {
+            let state: String = match c.client.query_opt(&c.st.deletion_state, &[&uid]).await? {
+                Some(row) => row.try_get(0)?,
+                None => return Err(JournalError::SessionNotFound(uid.to_owned()).into()),
+            };
+            rules::check_reclaimable(uid, &DeletionState::parse(&state))?;
+            // A deletion state never returns to active, so the check above still holds here;
+            // the update is idempotent (the first reclaim time stays).
+            c.client
+                .execute(&c.st.mark_reclaimed, &[&uid, &now])
+                .await?;
+            Ok(())
         })
     }
 

@@ -22,7 +22,8 @@ use crate::failure::DbError;
 /// |---|---|
 /// | 1 | sessions, events, harness registry (the SQLite v2 layout) |
 /// | 2 | `session_prefix`: shared-prefix fork children |
-pub const SCHEMA_VERSION: i64 = 2;
+/// | 3 | `sessions` ownership and deletion columns with their indexes |
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1: the sessions, events and harness registry tables of semantics §1.5 (SQLite v2).
 /// No Postgres layout predates the registry, so SQLite's v1 → v2 rung (reserving the harness
@@ -95,6 +96,24 @@ CREATE TABLE IF NOT EXISTS {s}.session_prefix (
 CREATE INDEX IF NOT EXISTS session_prefix_parent ON {s}.session_prefix (parent_uid, fork_seq);
 "#;
 
+/// Version 3: ownership and deletion (extensions §1–§3), the columns the SQLite journal adds to
+/// its `sessions` table. The defaults mean unbound, active, not reclaimed: what every row written
+/// before them was. Owner-filtered listing is a range scan of `sessions_owner_created` in the
+/// listing's order; the reclaimer's queue is a partial index that is empty while nothing is
+/// deleted.
+const V3_DDL: &str = r#"
+ALTER TABLE {s}.sessions
+    ADD COLUMN IF NOT EXISTS owner_issuer   TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS owner_subject  TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS deletion_state TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS reclaimed_at   BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS sessions_owner_created
+    ON {s}.sessions (owner_issuer, owner_subject, project, created_at DESC, session);
+CREATE INDEX IF NOT EXISTS sessions_deletion_pending
+    ON {s}.sessions (updated_at, session)
+    WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0;
+"#;
+
 /// Substitutes the quoted schema name into a statement template.
 pub(crate) fn in_schema(template: &str, quoted_schema: &str) -> String {
     template.replace("{s}", quoted_schema)
@@ -151,6 +170,9 @@ pub(crate) async fn migrate(
     }
     if version < 2 {
         tx.batch_execute(&in_schema(V2_DDL, quoted_schema)).await?;
+    }
+    if version < 3 {
+        tx.batch_execute(&in_schema(V3_DDL, quoted_schema)).await?;
     }
     if version < SCHEMA_VERSION {
         tx.execute(

@@ -26,9 +26,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_api::{ComputeState, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use agentsessions_journal::chain::PreparedEvent;
-use agentsessions_journal::projection::project_compute_state;
+use agentsessions_journal::projection::{marks_deletion, project_compute_state};
 use agentsessions_journal::{JournalError, LogRecord, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -462,6 +462,9 @@ async fn run_batch(
                         &rows.annotations,
                         &rows.origin,
                         &rows.identity,
+                        &rows.owner_issuer,
+                        &rows.owner_subject,
+                        &rows.deletion_state,
                     ],
                 )
                 .await
@@ -535,6 +538,15 @@ fn apply<'a>(
                 let hash = p.hash_at(&prev_hash, seq);
                 events.push(session, seq, &prev_hash, &hash, *fence, &p.blob);
                 state = project_compute_state(state, &p.event);
+                if marks_deletion(&p.event)
+                    && !DeletionState::parse(&slot.row.deletion_state).is_deleted()
+                {
+                    // Same transaction as the record; a state this build does not know stays
+                    // as it is, since it already reads as deleted.
+                    DeletionState::Pending
+                        .as_str()
+                        .clone_into(&mut slot.row.deletion_state);
+                }
                 envelopes.push((seq, std::mem::replace(&mut prev_hash, hash.clone()), hash));
             }
             heads.insert(session.to_owned(), (seq, prev_hash));
@@ -561,6 +573,16 @@ fn apply<'a>(
                 return missing_row();
             };
             let stored = &mut slot.row;
+            let owner = match rules::owner_after(
+                session,
+                &CallerIdentity::new(stored.owner_issuer.clone(), stored.owner_subject.clone()),
+                &row.owner,
+            ) {
+                Ok(owner) => owner,
+                Err(e) => return Outcome::Refused(e),
+            };
+            stored.owner_issuer = owner.issuer;
+            stored.owner_subject = owner.subject;
             stored.project = if row.project.is_empty() {
                 default_project.to_owned()
             } else {
@@ -661,6 +683,9 @@ struct SessionColumns<'a> {
     annotations: Vec<&'a str>,
     origin: Vec<&'a str>,
     identity: Vec<&'a str>,
+    owner_issuer: Vec<&'a str>,
+    owner_subject: Vec<&'a str>,
+    deletion_state: Vec<&'a str>,
 }
 
 impl<'a> SessionColumns<'a> {
@@ -680,5 +705,8 @@ impl<'a> SessionColumns<'a> {
         self.annotations.push(&row.annotations);
         self.origin.push(&row.origin);
         self.identity.push(&row.identity);
+        self.owner_issuer.push(&row.owner_issuer);
+        self.owner_subject.push(&row.owner_subject);
+        self.deletion_state.push(&row.deletion_state);
     }
 }

@@ -254,6 +254,7 @@ async fn listing_from_either_host_sees_every_session_exactly_once() {
                     project: "shared".into(),
                     page_size: 7,
                     page_token: token,
+                    ..ListQuery::default()
                 })
                 .await
                 .unwrap();

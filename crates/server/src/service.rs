@@ -423,6 +423,7 @@ impl Sessions for SessionsService {
                     project,
                     page_size: i64::from(req.page_size),
                     page_token: req.page_token,
+                    ..ListQuery::default()
                 })
                 .await?;
             let mut sessions = Vec::with_capacity(page.sessions.len());

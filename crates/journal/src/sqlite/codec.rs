@@ -1,7 +1,7 @@
 //! Column encodings of the `sessions` and `harnesses` rows: maps as a JSON object of strings,
 //! origin and identity as the proto3-JSON of their message, `""` when empty.
 
-use agentsessions_api::{ComputeState, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use rusqlite::Row;
 
 use crate::columns::{decode_identity, decode_map, decode_origin};
@@ -14,7 +14,8 @@ pub(crate) const SESSION_COLUMNS: &str = "s.session, s.project, s.name, s.harnes
      s.parent_uid, s.fork_seq, s.labels, s.annotations, s.origin, s.identity, s.created_at, \
      s.updated_at, s.compute_state, s.fence, \
      COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = s.session), \
-              (SELECT p.fork_seq FROM session_prefix p WHERE p.session = s.session), 0)";
+              (SELECT p.fork_seq FROM session_prefix p WHERE p.session = s.session), 0), \
+     s.owner_issuer, s.owner_subject, s.deletion_state, s.reclaimed_at";
 
 pub(crate) fn session_info_from_row(row: &Row<'_>) -> Result<SessionInfo> {
     let labels: String = row.get(7)?;
@@ -36,12 +37,18 @@ pub(crate) fn session_info_from_row(row: &Row<'_>) -> Result<SessionInfo> {
             origin: decode_origin(&origin)?,
             identity: decode_identity(&identity)?,
             created_at: Some(Timestamp::from_unix_nanos(row.get(11)?)),
+            owner: CallerIdentity::new(row.get::<_, String>(16)?, row.get::<_, String>(17)?),
         },
         updated_at: Timestamp::from_unix_nanos(row.get(12)?),
         // An unknown stored state reads as NONE rather than failing the whole read.
         compute_state: ComputeState::parse(&compute).unwrap_or(ComputeState::None),
         fence: row.get(14)?,
         last_seq: row.get(15)?,
+        deletion: DeletionState::parse(&row.get::<_, String>(18)?),
+        reclaimed_at: match row.get::<_, i64>(19)? {
+            0 => None,
+            ns => Some(Timestamp::from_unix_nanos(ns)),
+        },
     })
 }
 

@@ -486,6 +486,7 @@ impl Journal for SqliteJournal {
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
         let cursor = PageCursor::decode(&query.page_token)?;
+        rules::check_owner_filter(query.owner.as_ref())?;
         let size = query.effective_size();
         let project = if query.project.is_empty() {
             self.default_project.clone()
@@ -497,17 +498,33 @@ impl Journal for SqliteJournal {
                 Some(c) => (c.created_at_ns, c.uid.clone(), 1),
                 None => (0, String::new(), 0),
             };
+            // Two statements rather than one with an optional predicate, so that each one's plan
+            // is a range scan of its own index (`sessions_owner_created` or
+            // `sessions_project_created`) in the listing's order.
+            let owner_clause = if query.owner.is_some() {
+                "s.owner_issuer = ?6 AND s.owner_subject = ?7 AND"
+            } else {
+                "?6 = ?7 AND"
+            };
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {} FROM sessions s
-                 WHERE s.project = ?1
+                 WHERE {owner_clause} s.project = ?1
                    AND (?2 = 0 OR s.created_at < ?3 OR (s.created_at = ?3 AND s.session > ?4))
                  ORDER BY s.created_at DESC, s.session ASC
                  LIMIT ?5",
                 codec::SESSION_COLUMNS
             ))?;
             let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
-            let mut rows =
-                stmt.query(params![project, has_cursor, after_time, after_uid, limit])?;
+            let owner = query.owner.unwrap_or_default();
+            let mut rows = stmt.query(params![
+                project,
+                has_cursor,
+                after_time,
+                after_uid,
+                limit,
+                owner.issuer,
+                owner.subject
+            ])?;
             let mut sessions = Vec::new();
             while let Some(row) = rows.next()? {
                 sessions.push(codec::session_info_from_row(row)?);
@@ -517,6 +534,25 @@ impl Journal for SqliteJournal {
             Ok(rules::page_of(sessions, more))
         })
         .await
+    }
+
+    async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT session FROM sessions
+                 WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0
+                 ORDER BY updated_at, session LIMIT ?1",
+            )?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
+        let uid = uid.to_owned();
+        self.send(|ack| Command::MarkReclaimed { uid, ack }).await
     }
 
     async fn register_harness(

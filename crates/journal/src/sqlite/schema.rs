@@ -14,6 +14,11 @@
 //! ARCHITECTURE.md). `sessions.parent_uid`/`fork_seq` of a shared-prefix child are written with
 //! the link and kept equal to it. The index on `parent_uid` finds the children that still read
 //! a session's rows.
+//!
+//! A second addition, also outside the ladder: the `sessions` columns `owner_issuer`,
+//! `owner_subject`, `deletion_state` and `reclaimed_at` (ownership and deletion, extensions
+//! §1–§3) with their indexes. Their defaults mean unbound, active and not reclaimed, which is what
+//! a row the reference implementation writes is.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -86,6 +91,46 @@ CREATE TABLE IF NOT EXISTS session_prefix (
 CREATE INDEX IF NOT EXISTS session_prefix_parent ON session_prefix(parent_uid, fork_seq);
 ";
 
+/// Ownership and deletion (extensions §1–§3): columns added to the reference `sessions` table,
+/// each with a default that means what a row without it meant (unbound, active, not
+/// reclaimed), so rows the reference implementation inserts read correctly. Added when missing
+/// on every open, outside the ladder like `session_prefix`.
+const SECURITY_COLUMNS: [(&str, &str); 4] = [
+    ("owner_issuer", "TEXT NOT NULL DEFAULT ''"),
+    ("owner_subject", "TEXT NOT NULL DEFAULT ''"),
+    ("deletion_state", "TEXT NOT NULL DEFAULT ''"),
+    ("reclaimed_at", "INTEGER NOT NULL DEFAULT 0"),
+];
+
+/// Owner-filtered listing is an index range scan in the listing's order; the reclaimer finds
+/// deleted, unreclaimed sessions through a partial index that stays empty while nothing is
+/// deleted.
+const SECURITY_DDL: &str = "
+CREATE INDEX IF NOT EXISTS sessions_owner_created
+    ON sessions(owner_issuer, owner_subject, project, created_at DESC, session);
+CREATE INDEX IF NOT EXISTS sessions_deletion_pending
+    ON sessions(updated_at, session)
+    WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0;
+";
+
+fn add_security_columns(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+    let mut present = Vec::new();
+    {
+        let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('sessions')")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            present.push(row.get::<_, String>(0)?);
+        }
+    }
+    for (name, decl) in SECURITY_COLUMNS {
+        if !present.iter().any(|p| p == name) {
+            tx.execute_batch(&format!("ALTER TABLE sessions ADD COLUMN {name} {decl}"))?;
+        }
+    }
+    tx.execute_batch(SECURITY_DDL)?;
+    Ok(())
+}
+
 /// Opens a connection with the journal's pragmas. The schema stamp is checked before anything
 /// is written, so a file from a newer build is refused untouched.
 pub(crate) fn open_connection(path: &Path, writable: bool) -> Result<Connection> {
@@ -135,6 +180,7 @@ pub(crate) fn prepare_writer(conn: &mut Connection, now_ns: i64) -> Result<()> {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.execute_batch(PREFIX_DDL)?;
+    add_security_columns(&tx)?;
     tx.commit()?;
     Ok(())
 }

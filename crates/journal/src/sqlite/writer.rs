@@ -26,20 +26,20 @@
 //! seq is refused by SQLite whatever the cache says. Each session's `sessions` row is touched
 //! once per batch, not once per append.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Condvar, Mutex, PoisonError};
 
-use agentsessions_api::{ComputeState, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use rusqlite::{Connection, OptionalExtension as _, params};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result, is_contention};
 use crate::journal::{HarnessRow, RegisterOutcome, SessionRow};
-use crate::projection::project_compute_state;
+use crate::projection::{marks_deletion, project_compute_state};
 use crate::record::LogRecord;
 use crate::rules;
 use crate::sqlite::{codec, prefix};
@@ -92,6 +92,10 @@ pub(crate) enum Command {
     },
     Reserve {
         names: Vec<String>,
+        ack: Ack<()>,
+    },
+    MarkReclaimed {
+        uid: String,
         ack: Ack<()>,
     },
 }
@@ -392,6 +396,9 @@ pub(crate) struct Writer {
     /// Sessions appended to in this batch whose `sessions` row is still to be touched, with
     /// their new compute state.
     touched: HashMap<String, ComputeState>,
+    /// Sessions of `touched` that committed a `LIFECYCLE_DELETE` in this batch: their row turns
+    /// `PENDING` in the same transaction.
+    deleting: HashSet<String>,
 }
 
 impl Writer {
@@ -409,6 +416,7 @@ impl Writer {
             data_version: None,
             heads: HashMap::new(),
             touched: HashMap::new(),
+            deleting: HashSet::new(),
         }
     }
 
@@ -474,6 +482,7 @@ impl Writer {
             // The cache holds this batch's appends; the file does not.
             self.heads.clear();
             self.touched.clear();
+            self.deleting.clear();
         }
         Some(Batch {
             id: self.watermark.current(),
@@ -568,6 +577,7 @@ impl Writer {
                 Done::Harness(ack, retire(conn, &name, &reason, now))
             }
             Command::Reserve { names, ack } => Done::Unit(ack, reserve(conn, &names, now)),
+            Command::MarkReclaimed { uid, ack } => Done::Unit(ack, mark_reclaimed(conn, &uid, now)),
         }
     }
 
@@ -593,6 +603,9 @@ impl Writer {
                     Some(state) => *state = head.state,
                     None => drop(self.touched.insert(session.to_owned(), head.state)),
                 }
+                if records.iter().any(|r| marks_deletion(&r.event)) {
+                    self.deleting.insert(session.to_owned());
+                }
                 Ok(records)
             }
             Err(e) => {
@@ -612,9 +625,20 @@ impl Writer {
     fn fork(&mut self, parent: &str, at_seq: i64, child: &str, now: i64) -> Result<i64> {
         let conn = &self.conn;
         let head = cached_head(&mut self.heads, conn, parent)?.seq;
-        let parent_row: Option<(String, String, String)> = conn
-            .prepare_cached("SELECT project, harness, model FROM sessions WHERE session = ?1")?
-            .query_row([parent], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        let parent_row: Option<ForkedColumns> = conn
+            .prepare_cached(
+                "SELECT project, harness, model, owner_issuer, owner_subject
+                 FROM sessions WHERE session = ?1",
+            )?
+            .query_row([parent], |r| {
+                Ok(ForkedColumns {
+                    project: r.get(0)?,
+                    harness: r.get(1)?,
+                    model: r.get(2)?,
+                    owner_issuer: r.get(3)?,
+                    owner_subject: r.get(4)?,
+                })
+            })
             .optional()?;
         if head == 0 && parent_row.is_none() {
             return Err(JournalError::SessionNotFound(parent.to_owned()));
@@ -630,8 +654,10 @@ impl Writer {
             ))
         })?;
         let state = prefix::state_at(conn, &segments, at_seq)?;
-        let (project, harness, model) = parent_row
-            .unwrap_or_else(|| (self.default_project.clone(), String::new(), String::new()));
+        let inherited = parent_row.unwrap_or_else(|| ForkedColumns {
+            project: self.default_project.clone(),
+            ..ForkedColumns::default()
+        });
         atomically(conn, 2, || {
             conn.prepare_cached(
                 "INSERT INTO session_prefix(session, parent_uid, fork_seq, fork_hash)
@@ -640,18 +666,21 @@ impl Writer {
             .execute(params![child, parent, at_seq, fork_hash])?;
             conn.prepare_cached(
                 "INSERT INTO sessions(session, fence, project, harness, model, parent_uid,
-                                      fork_seq, compute_state, created_at, updated_at)
-                 VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                                      fork_seq, compute_state, created_at, updated_at,
+                                      owner_issuer, owner_subject)
+                 VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
             )?
             .execute(params![
                 child,
-                project,
-                harness,
-                model,
+                inherited.project,
+                inherited.harness,
+                inherited.model,
                 parent,
                 at_seq,
                 state.as_str(),
-                now
+                now,
+                inherited.owner_issuer,
+                inherited.owner_subject
             ])?;
             Ok(())
         })?;
@@ -693,6 +722,16 @@ impl Writer {
                 upsert.execute(params![session, self.default_project, now, state.as_str()])?;
             }
         }
+        if !self.deleting.is_empty() {
+            // A state this build does not know stays as it is: it already reads as deleted.
+            let mut pending = self.conn.prepare_cached(
+                "UPDATE sessions SET deletion_state = 'PENDING'
+                 WHERE session = ?1 AND deletion_state IN ('', 'ACTIVE')",
+            )?;
+            for session in self.deleting.drain() {
+                pending.execute([session])?;
+            }
+        }
         Ok(())
     }
 }
@@ -702,7 +741,9 @@ fn failed(cmd: Command, e: JournalError) -> Done {
     match cmd {
         Command::Append { ack, .. } => Done::Append(ack, Err(e)),
         Command::NewFence { ack, .. } | Command::Fork { ack, .. } => Done::Fence(ack, Err(e)),
-        Command::PutSession { ack, .. } | Command::Reserve { ack, .. } => Done::Unit(ack, Err(e)),
+        Command::PutSession { ack, .. }
+        | Command::Reserve { ack, .. }
+        | Command::MarkReclaimed { ack, .. } => Done::Unit(ack, Err(e)),
         Command::Register { ack, .. } => Done::Register(ack, Err(e)),
         Command::Retire { ack, .. } => Done::Harness(ack, Err(e)),
     }
@@ -712,7 +753,9 @@ fn fail_command(cmd: Command, err: impl Fn() -> JournalError) {
     match cmd {
         Command::Append { ack, .. } => drop(ack.send(Err(err()))),
         Command::NewFence { ack, .. } | Command::Fork { ack, .. } => drop(ack.send(Err(err()))),
-        Command::PutSession { ack, .. } | Command::Reserve { ack, .. } => {
+        Command::PutSession { ack, .. }
+        | Command::Reserve { ack, .. }
+        | Command::MarkReclaimed { ack, .. } => {
             drop(ack.send(Err(err())));
         }
         Command::Register { ack, .. } => drop(ack.send(Err(err()))),
@@ -858,13 +901,25 @@ fn put_session(conn: &Connection, row: SessionRow, now: i64, default_project: &s
         row.project
     };
     let created = row.created_at.map_or(0, Timestamp::unix_nanos);
+    let stored_owner = conn
+        .prepare_cached("SELECT owner_issuer, owner_subject FROM sessions WHERE session = ?1")?
+        .query_row([&row.uid], |r| {
+            Ok(CallerIdentity::new(
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+            ))
+        })
+        .optional()?
+        .unwrap_or_default();
+    let owner = rules::owner_after(&row.uid, &stored_owner, &row.owner)?;
     conn.prepare_cached(
         "INSERT INTO sessions(session, project, name, harness, model, parent_uid, fork_seq,
                               labels, annotations, origin, identity, created_at, updated_at,
-                              compute_state)
+                              compute_state, owner_issuer, owner_subject)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-                 CASE WHEN ?12 = 0 THEN ?13 ELSE ?12 END, ?13, 'NONE')
+                 CASE WHEN ?12 = 0 THEN ?13 ELSE ?12 END, ?13, 'NONE', ?14, ?15)
          ON CONFLICT(session) DO UPDATE SET
+             owner_issuer = excluded.owner_issuer, owner_subject = excluded.owner_subject,
              project = excluded.project, name = excluded.name, harness = excluded.harness,
              model = excluded.model, parent_uid = excluded.parent_uid,
              fork_seq = excluded.fork_seq, labels = excluded.labels,
@@ -888,7 +943,33 @@ fn put_session(conn: &Connection, row: SessionRow, now: i64, default_project: &s
         codec::encode_identity(&row.identity)?,
         created,
         now,
+        owner.issuer,
+        owner.subject,
     ])?;
+    Ok(())
+}
+
+/// The `sessions` columns a fork child takes from its parent.
+#[derive(Default)]
+struct ForkedColumns {
+    project: String,
+    harness: String,
+    model: String,
+    owner_issuer: String,
+    owner_subject: String,
+}
+
+fn mark_reclaimed(conn: &Connection, uid: &str, now: i64) -> Result<()> {
+    let state: String = conn
+        .prepare_cached("SELECT deletion_state FROM sessions WHERE session = ?1")?
+        .query_row([uid], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| JournalError::SessionNotFound(uid.to_owned()))?;
+    rules::check_reclaimable(uid, &DeletionState::parse(&state))?;
+    conn.prepare_cached(
+        "UPDATE sessions SET reclaimed_at = ?2 WHERE session = ?1 AND reclaimed_at = 0",
+    )?
+    .execute(params![uid, now])?;
     Ok(())
 }
 

@@ -1,0 +1,120 @@
+//! Ownership and deletion columns on Postgres (extensions §1–§3): the v2 → v3 migration and the
+//! fail-closed reading of a deletion state this build does not know. The behavior shared with
+//! every backend is in the journal conformance suite (`tests/conformance.rs`).
+#![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
+
+mod common;
+
+use agentsessions_api::{
+    CallerIdentity, DeletionState, Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message,
+};
+use agentsessions_journal::{Journal, ListQuery, SessionRow};
+use agentsessions_postgres::SCHEMA_VERSION;
+use common::{TestSchema, admin};
+
+fn input(text: &str) -> Event {
+    Event::new(
+        EventKind::Input,
+        EventBody::Message(Message::text_message("user", text)),
+    )
+    .with_execution("exec-1")
+}
+
+fn alice() -> CallerIdentity {
+    CallerIdentity::new("https://idp.test", "alice")
+}
+
+// A schema stamped 2 gets the ownership and deletion columns and stamp 3 in one migration; its
+// rows read as unbound and active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_schema_migrates_to_owner_and_deletion_columns() {
+    assert_eq!(SCHEMA_VERSION, 3);
+    let schema = TestSchema::new().await;
+    {
+        let j = schema.journal().await;
+        j.append("old", 0, 0, input("a")).await.unwrap();
+        j.close().await;
+    }
+    let db = admin().await;
+    let sessions = schema.table("sessions");
+    db.batch_execute(&format!(
+        "ALTER TABLE {sessions} DROP COLUMN owner_issuer, DROP COLUMN owner_subject,
+             DROP COLUMN deletion_state, DROP COLUMN reclaimed_at;
+         UPDATE {} SET version = 2",
+        schema.table("schema_version")
+    ))
+    .await
+    .unwrap();
+    let j = schema.journal().await;
+    let version: i64 = db
+        .query_one(
+            &format!("SELECT version FROM {}", schema.table("schema_version")),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 3);
+    let info = j.session_info("old").await.unwrap();
+    assert_eq!(info.row.owner, CallerIdentity::default());
+    assert_eq!(info.deletion, DeletionState::Active);
+    j.put_session(SessionRow {
+        uid: "new".into(),
+        owner: alice(),
+        ..SessionRow::default()
+    })
+    .await
+    .unwrap();
+    let page = j
+        .list_sessions(ListQuery {
+            owner: Some(alice()),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.sessions.len(), 1);
+    assert_eq!(page.sessions[0].row.uid, "new");
+    j.close().await;
+}
+
+// extensions §3: an unknown stored state reads as deleted, is reclaimable, and a later delete
+// marker leaves it as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_deletion_state_fails_closed() {
+    let schema = TestSchema::new().await;
+    let j = schema.journal().await;
+    j.append("s", 0, 0, input("a")).await.unwrap();
+    admin()
+        .await
+        .execute(
+            &format!(
+                "UPDATE {} SET deletion_state = 'SHREDDED' WHERE session = 's'",
+                schema.table("sessions")
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let info = j.session_info("s").await.unwrap();
+    assert_eq!(
+        info.deletion,
+        DeletionState::Unrecognized("SHREDDED".into())
+    );
+    assert!(info.deletion.is_deleted());
+    assert_eq!(j.pending_deletions(10).await.unwrap(), ["s"]);
+    let marker = Event::new(
+        EventKind::Lifecycle,
+        EventBody::Lifecycle(Lifecycle {
+            kind: LifecycleKind::Delete,
+            ..Lifecycle::default()
+        }),
+    );
+    j.append("s", 1, 0, marker).await.unwrap();
+    assert_eq!(
+        j.session_info("s").await.unwrap().deletion,
+        DeletionState::Unrecognized("SHREDDED".into())
+    );
+    j.mark_reclaimed("s").await.unwrap();
+    assert!(j.pending_deletions(10).await.unwrap().is_empty());
+    j.close().await;
+}
