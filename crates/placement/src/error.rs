@@ -21,6 +21,8 @@ pub enum RuntimeOp {
     Restore,
     /// `Runtime::fork`.
     Fork,
+    /// `Runtime::stop` (the deletion reclaimer).
+    Stop,
 }
 
 impl RuntimeOp {
@@ -31,6 +33,7 @@ impl RuntimeOp {
             Self::Snapshot => "snapshot",
             Self::Restore => "restore",
             Self::Fork => "fork",
+            Self::Stop => "stop",
         }
     }
 }

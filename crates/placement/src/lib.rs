@@ -32,5 +32,7 @@ pub mod registry;
 pub use backend::{Attached, Backend, DescriptorSource};
 pub use error::{PlacementError, Result, RuntimeOp};
 pub use guard::{Held, SessionGuards};
-pub use placer::{ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ResumeCall};
+pub use placer::{
+    ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ReclaimReport, ResumeCall,
+};
 pub use registry::{Registry, Route, Source};

@@ -303,8 +303,14 @@ impl Placer {
         Ok(self.journal.session_info(uid).await?)
     }
 
-    /// The session's records, refusing a session pending deletion.
-    async fn live_records(&self, uid: &str) -> Result<Vec<LogRecord>> {
+    /// The session's records, refusing a session pending deletion: by its stored state (an
+    /// unknown one counts as deleted) or by a delete marker in a log written before that state
+    /// was stored.
+    async fn live_records(&self, info: &SessionInfo) -> Result<Vec<LogRecord>> {
+        let uid = info.row.uid.as_str();
+        if info.deletion.is_deleted() {
+            return Err(PlacementError::DeletionPending(uid.to_owned()));
+        }
         let records = self.journal.read(uid, 1, 0).await?;
         if history::deleted(&records) {
             return Err(PlacementError::DeletionPending(uid.to_owned()));
@@ -444,7 +450,7 @@ impl Placer {
         let uid = call.session.as_str();
         let held = Arc::new(self.guards.try_take(uid)?);
         let info = self.info(uid).await?;
-        let records = self.live_records(uid).await?;
+        let records = self.live_records(&info).await?;
         let scan = ApprovalScan::scan(&records, 0)?;
         if let Some(gate) = scan.selected()
             && gate.blocks_new_input()
@@ -590,7 +596,7 @@ impl Placer {
         let uid = call.session.as_str();
         let held = Arc::new(self.guards.try_take(uid)?);
         let info = self.info(uid).await?;
-        let records = self.live_records(uid).await?;
+        let records = self.live_records(&info).await?;
         let route = self.recorded_route(uid, &info, &records)?;
         let head = head_of(&records);
         if let Some(expected) = call.expected_last_seq
@@ -690,7 +696,7 @@ impl Placer {
     /// failures (MemoryStateLost, CheckpointPending, …; nothing journaled), journal failures.
     pub async fn suspend(&self, session: &str) -> Result<SnapshotRef> {
         let info = self.info(session).await?;
-        let records = self.live_records(session).await?;
+        let records = self.live_records(&info).await?;
         let scan = ApprovalScan::scan(&records, 0)?;
         let open_gate = scan
             .selected()
@@ -753,7 +759,7 @@ impl Placer {
             });
         }
         let info = self.info(parent).await?;
-        let records = self.live_records(parent).await?;
+        let records = self.live_records(&info).await?;
         let route = self.registry.resolve(&info.row.harness)?;
         let descriptor = self.admit(&route, None).await?;
         let head = head_of(&records);
@@ -941,8 +947,8 @@ impl Placer {
     /// `Controller(InvalidApprovalDecision)`, journal failures.
     pub async fn approve(&self, session: &str, decision: &ApprovalDecision) -> Result<LogRecord> {
         let _held = self.guards.try_take(session)?;
-        self.info(session).await?;
-        self.live_records(session).await?;
+        let info = self.info(session).await?;
+        self.live_records(&info).await?;
         let controller = Controller::new(
             Arc::clone(&self.journal),
             Arc::new(NoHarness),
@@ -994,7 +1000,10 @@ impl Placer {
     /// # Errors
     /// `Journal(SessionNotFound)`, `SessionBusy`, journal failures.
     pub async fn delete(&self, session: &str) -> Result<bool> {
-        self.info(session).await?;
+        let info = self.info(session).await?;
+        if info.deletion.is_deleted() {
+            return Ok(false);
+        }
         let records = self.journal.read(session, 1, 0).await?;
         if history::deleted(&records) {
             return Ok(false);
@@ -1012,4 +1021,99 @@ impl Placer {
             .await?;
         Ok(true)
     }
+
+    /// Releases what a deleted session still holds (extensions §3): stops its incarnation on
+    /// its route's runtime, which frees the compute and whatever snapshots the backend keeps for
+    /// it, then marks the session reclaimed. Its records stay: fork children may read them as
+    /// their prefix, and Get and Replay keep working. Idempotent.
+    ///
+    /// # Errors
+    /// `Journal(SessionNotFound)`; `Journal(InvalidArgument)` for a session that is not being
+    /// deleted; `SessionBusy` while an operation still holds it; `UnknownHarness` when its
+    /// harness is not served here (this host cannot reach its compute); `Runtime { op: Stop }`.
+    pub async fn reclaim(&self, session: &str) -> Result<()> {
+        let info = self.info(session).await?;
+        agentsessions_journal::rules::check_reclaimable(session, &info.deletion)?;
+        if info.reclaimed_at.is_some() {
+            return Ok(());
+        }
+        let _held = self.guards.try_take(session)?;
+        let route = self.registry.resolve(&info.row.harness)?;
+        let records = self.journal.read(session, 1, 0).await?;
+        let target = Incarnation {
+            id: session.to_owned(),
+            compute_instance: history::recorded_instance(&records, &route.name),
+            recorded_checkpoint: history::recorded_checkpoint(&records, session),
+            ..Incarnation::default()
+        };
+        tokio::time::timeout(STOP_TIMEOUT, route.backend.runtime.stop(&target))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::status(
+                    StatusCode::DeadlineExceeded,
+                    format!("stop did not finish within {}s", STOP_TIMEOUT.as_secs()),
+                ))
+            })
+            .map_err(runtime_err(RuntimeOp::Stop, session))?;
+        self.journal.mark_reclaimed(session).await?;
+        tracing::info!(session_uid = session, "deleted session reclaimed");
+        Ok(())
+    }
+
+    /// One reclaimer pass: [`Placer::reclaim`] on up to `limit` deleted, unreclaimed sessions.
+    /// A session that cannot be reclaimed now stays queued for the next pass.
+    ///
+    /// # Errors
+    /// Only the failure to read the queue; each session's failure is in the report.
+    pub async fn reclaim_pending(&self, limit: usize) -> Result<ReclaimReport> {
+        let mut report = ReclaimReport::default();
+        for session in self.journal.pending_deletions(limit).await? {
+            match self.reclaim(&session).await {
+                Ok(()) => report.reclaimed.push(session),
+                Err(err) => {
+                    tracing::warn!(session_uid = %session, error = %err, "deleted session not reclaimed yet");
+                    report.failed.push((session, err));
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether forking `parent` checkpoints the parent's memory (a SUSPEND on the parent), which
+    /// authorization treats as a suspend too (extensions §2). Reads the route's declared
+    /// descriptor; nothing is provisioned or written.
+    ///
+    /// # Errors
+    /// `Journal(SessionNotFound)`, routing and admission refusals.
+    pub async fn fork_is_stateful(&self, parent: &str) -> Result<bool> {
+        let info = self.info(parent).await?;
+        let route = self.registry.resolve(&info.row.harness)?;
+        let descriptor = self.admit(&route, None).await?;
+        Ok(descriptor
+            .capabilities
+            .resumability
+            .requires_memory_snapshot())
+    }
+
+    /// Whether resuming `session` would run its turn on: a decided approval whose turn has not
+    /// finished (extensions §2: such a resume also needs exec).
+    ///
+    /// # Errors
+    /// Journal failures; an approval history that does not scan.
+    pub async fn resume_drives_effects(&self, session: &str) -> Result<bool> {
+        let records = self.journal.read(session, 1, 0).await?;
+        let scan = ApprovalScan::scan(&records, 0)?;
+        Ok(scan
+            .selected()
+            .is_some_and(|g| !g.inherited && !g.completed && g.decision.is_some()))
+    }
+}
+
+/// What one reclaimer pass did.
+#[derive(Debug, Default)]
+pub struct ReclaimReport {
+    /// Sessions reclaimed in this pass.
+    pub reclaimed: Vec<String>,
+    /// Sessions left queued, with why.
+    pub failed: Vec<(String, PlacementError)>,
 }

@@ -2,7 +2,7 @@
 //! extensions §3 and §5). Handlers return [`ServerError`]; only [`ServerError::status`] decides
 //! codes, so a row of the table is changed in exactly one place.
 
-use agentsessions_api::{ApiError, StatusCode};
+use agentsessions_api::{Action, ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
 use agentsessions_journal::JournalError;
 use agentsessions_placement::PlacementError;
@@ -89,6 +89,14 @@ pub enum ServerError {
     /// Placement refused or failed (routing, admission, runtime, guard).
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    /// The authorization policy denied the call (extensions §2). The message names the action
+    /// only: whether the session exists, and whose it is, stays undisclosed.
+    #[error("permission denied: this caller may not perform {:?} here", .0.as_str())]
+    PermissionDenied(Action),
+    /// The authorization policy failed without deciding; its reason is in its own logs, never
+    /// in the status.
+    #[error("authorization could not be decided; the call was not performed")]
+    AuthorizationFailed,
     /// A stored or produced value that does not convert.
     #[error("internal: {0}")]
     Internal(String),
@@ -115,7 +123,8 @@ impl ServerError {
             Self::Controller(e) => code_of(e.status_code()),
             Self::Journal(e) => journal_code(e),
             Self::Placement(e) => placement_code(e),
-            Self::Internal(_) => Code::Internal,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::AuthorizationFailed | Self::Internal(_) => Code::Internal,
         }
     }
 
@@ -145,6 +154,8 @@ impl ServerError {
                 _ => "internal",
             },
             Self::Placement(e) => e.kind(),
+            Self::PermissionDenied(_) => "permission_denied",
+            Self::AuthorizationFailed => "authorization_failed",
             Self::Internal(_) => "internal",
         }
     }
@@ -269,6 +280,11 @@ mod tests {
                 ServerError::DeletionPending("s".into()),
                 Code::FailedPrecondition,
             ),
+            (
+                ServerError::PermissionDenied(Action::Read),
+                Code::PermissionDenied,
+            ),
+            (ServerError::AuthorizationFailed, Code::Internal),
             (
                 ServerError::NothingToCancel {
                     session: "s".into(),

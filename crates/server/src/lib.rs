@@ -25,6 +25,7 @@
 //! router.
 //!
 //! Module map:
+//! - `authz`: the per-RPC action table and the configured [`Authorizer`] (extensions §2).
 //! - [`error`]: [`ServerError`] and the one error → gRPC status table.
 //! - [`harnesses`]: harness address rules.
 //! - [`service`]: every Sessions RPC.
@@ -32,6 +33,7 @@
 //! - `render`: how a session is shown (projections, pending approval, deletion).
 #![warn(missing_docs)]
 
+mod authz;
 pub mod error;
 pub mod harnesses;
 pub mod registry;
@@ -42,7 +44,9 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentsessions_api::{Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities};
+use agentsessions_api::{
+    Authorizer, Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities,
+};
 use agentsessions_controller::ToolExecutor;
 use agentsessions_journal::Journal;
 use agentsessions_journal::journal::DEFAULT_PROJECT;
@@ -71,6 +75,7 @@ pub struct ServerBuilder {
     project: String,
     tools: Option<Arc<dyn ToolExecutor>>,
     stream_deltas: bool,
+    authorizer: Option<Arc<dyn Authorizer>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -97,6 +102,7 @@ impl ServerBuilder {
             project: DEFAULT_PROJECT.to_owned(),
             tools: None,
             stream_deltas: true,
+            authorizer: None,
         }
     }
 
@@ -164,6 +170,17 @@ impl ServerBuilder {
         self
     }
 
+    /// Enforces `authorizer` on every Sessions and HarnessRegistry RPC (extensions §2), and
+    /// creates sessions owned by their verified caller. Without one, every call is allowed and
+    /// sessions have no owner (the published server). Serve it behind an authenticator that
+    /// yields caller identities ([`ServeOptions::authenticator`]): an anonymous caller is refused
+    /// by every built-in policy.
+    #[must_use]
+    pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
     /// The service.
     ///
     /// # Errors
@@ -198,6 +215,7 @@ impl ServerBuilder {
                 placer,
                 journal: self.journal,
                 project,
+                gate: authz::Gate::new(self.authorizer),
             }),
         })
     }

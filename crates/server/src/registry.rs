@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_api::RuntimeCapabilities;
+use agentsessions_api::{Action, RuntimeCapabilities};
 use agentsessions_harnesswire::RemoteHarness;
 use agentsessions_journal::{HarnessRow, HarnessState, Journal, RegisterOutcome};
 use agentsessions_placement::{Backend, Registry, Source};
@@ -17,6 +17,7 @@ use agentsessions_wire::pb::harness_registry_server::{HarnessRegistry, HarnessRe
 use agentsessions_wire::pb::harness_spec::Placement;
 use tonic::{Request, Response, Status};
 
+use crate::authz::{Call, Gate, method};
 use crate::error::{Result, ServerError};
 use crate::harnesses::check_harness_address;
 use crate::service::SessionsService;
@@ -36,6 +37,7 @@ const MAX_PAGE: usize = 500;
 pub struct RegistryService {
     journal: Arc<dyn Journal>,
     harnesses: Registry,
+    gate: Gate,
 }
 
 impl std::fmt::Debug for RegistryService {
@@ -272,7 +274,15 @@ impl RegistryService {
         Self {
             journal: Arc::clone(&sessions.inner.journal),
             harnesses: sessions.inner.placer.registry().clone(),
+            gate: sessions.inner.gate.clone(),
         }
+    }
+
+    /// Registry actions are global: no session, no owner (extensions §2).
+    async fn authorize(&self, call: &Call, action: Action) -> Result<()> {
+        self.gate
+            .global(call, action, agentsessions_api::CallerIdentity::default())
+            .await
     }
 
     /// The tonic service.
@@ -505,32 +515,52 @@ impl HarnessRegistry for RegistryService {
         &self,
         request: Request<pb::RegisterHarnessRequest>,
     ) -> Rpc<pb::RegisterHarnessResponse> {
-        let (metadata, _, req) = request.into_parts();
-        crate::service::traced("RegisterHarness", &metadata, self.register(req)).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::REGISTER_HARNESS);
+        crate::service::traced("RegisterHarness", &metadata, async {
+            self.authorize(&call, Action::RegistryRegister).await?;
+            self.register(req).await
+        })
+        .await
     }
 
     async fn get_harness(
         &self,
         request: Request<pb::GetHarnessRequest>,
     ) -> Rpc<pb::HarnessRegistration> {
-        let (metadata, _, req) = request.into_parts();
-        crate::service::traced("GetHarness", &metadata, self.get(req)).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::GET_HARNESS);
+        crate::service::traced("GetHarness", &metadata, async {
+            self.authorize(&call, Action::RegistryRead).await?;
+            self.get(req).await
+        })
+        .await
     }
 
     async fn list_harnesses(
         &self,
         request: Request<pb::ListHarnessesRequest>,
     ) -> Rpc<pb::ListHarnessesResponse> {
-        let (metadata, _, req) = request.into_parts();
-        crate::service::traced("ListHarnesses", &metadata, self.list(req)).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::LIST_HARNESSES);
+        crate::service::traced("ListHarnesses", &metadata, async {
+            self.authorize(&call, Action::RegistryList).await?;
+            self.list(req).await
+        })
+        .await
     }
 
     async fn retire_harness(
         &self,
         request: Request<pb::RetireHarnessRequest>,
     ) -> Rpc<pb::HarnessRegistration> {
-        let (metadata, _, req) = request.into_parts();
-        crate::service::traced("RetireHarness", &metadata, self.retire(req)).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::RETIRE_HARNESS);
+        crate::service::traced("RetireHarness", &metadata, async {
+            self.authorize(&call, Action::RegistryRetire).await?;
+            self.retire(req).await
+        })
+        .await
     }
 }
 

@@ -112,11 +112,13 @@ pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::
         origin: row.origin,
         labels: row.labels,
         annotations: row.annotations,
-        owner: agentsessions_api::CallerIdentity::default(),
-        deletion: if tail.deleted {
+        owner: row.owner,
+        // The stored state; a delete marker at the tail of a log written before that state was
+        // stored counts too.
+        deletion: if tail.deleted && !info.deletion.is_deleted() {
             DeletionState::Pending
         } else {
-            DeletionState::Active
+            info.deletion
         },
     };
     let mut wire = pb::Session::from(session);

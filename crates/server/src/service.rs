@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentsessions_api::{ApprovalDecision, Delta, Message, Session};
+use agentsessions_api::{Action, ApprovalDecision, CallerIdentity, Delta, Message, Session};
 use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_controller::{ExecRequest, Observer};
 use agentsessions_harnesswire::request_id;
@@ -23,6 +23,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::authz::{Call, Gate, method};
 use crate::error::{Result, ServerError};
 use crate::render::{Tail, record_to_pb, render, render_with, tail};
 
@@ -36,6 +37,7 @@ pub(crate) struct Inner {
     pub(crate) journal: Arc<dyn Journal>,
     pub(crate) placer: Placer,
     pub(crate) project: String,
+    pub(crate) gate: Gate,
 }
 
 /// The `Sessions` gRPC service. Build it with [`crate::ServerBuilder`].
@@ -144,11 +146,49 @@ impl Inner {
         }
     }
 
-    /// The session's info and log tail, refusing a session pending deletion (extensions §3).
+    /// Authorizes `actions` on `uid` for `call` against the session's stored owner, before
+    /// anything about the session is disclosed or changed (extensions §2). A session that does
+    /// not exist is checked with no owner, so a refused caller learns nothing about it.
+    async fn authorize_on(&self, call: &Call, actions: &[Action], uid: &str) -> Result<()> {
+        if !self.gate.enforcing() {
+            return Ok(());
+        }
+        let owner = match self.journal.session_info(uid).await {
+            Ok(info) => info.row.owner,
+            Err(JournalError::SessionNotFound(_)) => CallerIdentity::default(),
+            Err(e) => return Err(e.into()),
+        };
+        self.gate.session(call, actions, uid, &owner).await
+    }
+
+    /// The owner filter a listing by `call` runs with: none when the policy allows listing every
+    /// owner's sessions (or no policy is set), else the caller's own (extensions §2).
+    async fn list_filter(&self, call: &Call) -> Result<Option<CallerIdentity>> {
+        if !self.gate.enforcing() {
+            return Ok(None);
+        }
+        match self
+            .gate
+            .global(call, Action::List, CallerIdentity::default())
+            .await
+        {
+            Ok(()) => Ok(None),
+            Err(ServerError::PermissionDenied(_)) => {
+                self.gate
+                    .global(call, Action::List, call.caller.clone())
+                    .await?;
+                Ok(Some(call.caller.clone()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The session's info and log tail, refusing a session pending deletion (extensions §3):
+    /// by its stored state (an unknown one counts as deleted) or by a delete marker at its tail.
     async fn live_session(&self, uid: &str) -> Result<(SessionInfo, Tail)> {
         let info = self.info(uid).await?;
         let tail = tail(self.journal.as_ref(), uid, info.last_seq).await?;
-        if tail.deleted {
+        if tail.deleted || info.deletion.is_deleted() {
             return Err(ServerError::DeletionPending(uid.to_owned()));
         }
         Ok((info, tail))
@@ -160,8 +200,9 @@ impl Inner {
         render(self.journal.as_ref(), info, running).await
     }
 
-    /// Creates a session row exactly as CreateSession does (semantics §2.2 step 1, §7.3).
-    async fn create(&self, session: Session) -> Result<String> {
+    /// Creates session `uid` owned by `owner` exactly as CreateSession does (semantics §2.2
+    /// step 1, §7.3). The owner is the verified caller, never a request field.
+    async fn create(&self, uid: String, session: Session, owner: CallerIdentity) -> Result<String> {
         let route = self.placer.registry().resolve(&session.harness)?;
         if route.source == Source::Registered
             && let Some(row) = self.journal.get_harness(&route.name).await?
@@ -169,7 +210,6 @@ impl Inner {
         {
             return Err(ServerError::HarnessRetired(route.name));
         }
-        let uid = new_session_uid();
         let project = if session.project.is_empty() {
             self.project.clone()
         } else {
@@ -186,13 +226,14 @@ impl Inner {
                 annotations: session.annotations,
                 origin: session.origin,
                 identity: session.identity,
+                owner,
                 ..SessionRow::default()
             })
             .await?;
         Ok(uid)
     }
 
-    async fn exec(&self, req: pb::ExecRequest, tx: UpdateSender) -> Result<()> {
+    async fn exec(&self, call: &Call, req: pb::ExecRequest, tx: UpdateSender) -> Result<()> {
         let inputs = req
             .inputs
             .into_iter()
@@ -200,12 +241,23 @@ impl Inner {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| ServerError::InvalidArgument(format!("inputs: {e}")))?;
         let uid = if req.session.is_empty() {
-            self.create(Session {
+            // Auto-creation needs create, and exec on the session the caller would then own.
+            self.gate
+                .global(call, Action::Create, CallerIdentity::default())
+                .await?;
+            let uid = new_session_uid();
+            let owner = self.gate.owner_for(call);
+            self.gate
+                .session(call, &[Action::Exec], &uid, &owner)
+                .await?;
+            let session = Session {
                 harness: req.harness.clone(),
                 ..Session::default()
-            })
-            .await?
+            };
+            self.create(uid, session, owner).await?
         } else {
+            self.authorize_on(call, &[Action::Exec], &req.session)
+                .await?;
             req.session.clone()
         };
         let (info, tail) = self.live_session(&uid).await?;
@@ -266,8 +318,9 @@ impl Inner {
         }
     }
 
-    async fn fork(&self, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
+    async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
         let parent = required(&req.session, "session")?;
+        self.authorize_on(call, &[Action::Fork], parent).await?;
         if req.identity.is_some() {
             return Err(ServerError::InvalidArgument(
                 "identity must be unset: fork children carry no per-child principal".into(),
@@ -289,7 +342,14 @@ impl Inner {
                 req.child_names.len()
             )));
         }
-        self.info(parent).await?;
+        let info = self.info(parent).await?;
+        if info.deletion.is_deleted() {
+            return Err(ServerError::DeletionPending(parent.to_owned()));
+        }
+        // A fork that checkpoints the parent's memory suspends it too (extensions §2).
+        if self.gate.enforcing() && self.placer.fork_is_stateful(parent).await? {
+            self.authorize_on(call, &[Action::Suspend], parent).await?;
+        }
         let outcome = self
             .placer
             .fork(ForkCall {
@@ -307,8 +367,10 @@ impl Inner {
         Ok(pb::ForkResponse { children })
     }
 
-    async fn approve(&self, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
+    async fn approve(&self, call: &Call, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
         let uid = required(&req.session, "session")?;
+        self.authorize_on(call, &[Action::Approve, Action::Read], uid)
+            .await?;
         required(&req.execution_id, "execution_id")?;
         required(&req.tool_call_id, "tool_call_id")?;
         if req.request_seq <= 0 {
@@ -337,16 +399,22 @@ impl Inner {
         })
     }
 
-    async fn suspend(&self, uid: &str) -> Result<pb::Session> {
+    async fn suspend(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
+        self.authorize_on(call, &[Action::Suspend], uid).await?;
         self.live_session(uid).await?;
         self.placer.suspend(uid).await?;
         self.rendered(uid).await
     }
 
-    async fn resume(&self, uid: &str) -> Result<pb::Session> {
+    async fn resume(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
+        self.authorize_on(call, &[Action::Resume], uid).await?;
         self.live_session(uid).await?;
+        // A resume that runs a decided approval's turn on is an exec too (extensions §2).
+        if self.gate.enforcing() && self.placer.resume_drives_effects(uid).await? {
+            self.authorize_on(call, &[Action::Exec], uid).await?;
+        }
         match self
             .placer
             .resume(ResumeCall {
@@ -362,8 +430,9 @@ impl Inner {
         self.rendered(uid).await
     }
 
-    async fn cancel(&self, req: pb::CancelRequest) -> Result<pb::Session> {
+    async fn cancel(&self, call: &Call, req: pb::CancelRequest) -> Result<pb::Session> {
         let uid = required(&req.session, "session")?;
+        self.authorize_on(call, &[Action::Cancel], uid).await?;
         self.info(uid).await?;
         self.placer
             .cancel(uid, &req.execution_id, &req.reason)
@@ -371,10 +440,21 @@ impl Inner {
         self.rendered(uid).await
     }
 
-    async fn delete(&self, uid: &str) -> Result<pb::Session> {
+    async fn delete(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "uid")?;
+        self.authorize_on(call, &[Action::Delete], uid).await?;
         self.info(uid).await?;
-        self.placer.delete(uid).await?;
+        if self.placer.delete(uid).await? {
+            // Release its compute now rather than at the next reclaimer pass; a failure leaves
+            // it queued for that pass.
+            let placer = self.placer.clone();
+            let session = uid.to_owned();
+            tokio::spawn(async move {
+                if let Err(err) = placer.reclaim(&session).await {
+                    tracing::info!(session_uid = %session, error = %err, "reclaim deferred to the next pass");
+                }
+            });
+        }
         self.rendered(uid).await
     }
 }
@@ -383,14 +463,20 @@ impl Inner {
 impl Sessions for SessionsService {
     async fn create_session(&self, request: Request<pb::CreateSessionRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::CREATE);
         traced("CreateSession", &metadata, async move {
+            inner
+                .gate
+                .global(&call, Action::Create, CallerIdentity::default())
+                .await?;
             let session = match req.session {
                 Some(wire) => Session::try_from(wire)
                     .map_err(|e| ServerError::InvalidArgument(format!("session: {e}")))?,
                 None => Session::default(),
             };
-            let uid = inner.create(session).await?;
+            let owner = inner.gate.owner_for(&call);
+            let uid = inner.create(new_session_uid(), session, owner).await?;
             inner.rendered(&uid).await
         })
         .await
@@ -398,9 +484,12 @@ impl Sessions for SessionsService {
 
     async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::GET);
         traced("GetSession", &metadata, async move {
-            inner.rendered(required(&req.uid, "uid")?).await
+            let uid = required(&req.uid, "uid")?;
+            inner.authorize_on(&call, &[Action::Read], uid).await?;
+            inner.rendered(uid).await
         })
         .await
     }
@@ -410,8 +499,10 @@ impl Sessions for SessionsService {
         request: Request<pb::ListSessionsRequest>,
     ) -> Rpc<pb::ListSessionsResponse> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::LIST);
         traced("ListSessions", &metadata, async move {
+            let owner = inner.list_filter(&call).await?;
             let project = if req.project.is_empty() {
                 inner.project.clone()
             } else {
@@ -423,7 +514,7 @@ impl Sessions for SessionsService {
                     project,
                     page_size: i64::from(req.page_size),
                     page_token: req.page_token,
-                    ..ListQuery::default()
+                    owner,
                 })
                 .await?;
             let mut sessions = Vec::with_capacity(page.sessions.len());
@@ -441,9 +532,10 @@ impl Sessions for SessionsService {
 
     async fn delete_session(&self, request: Request<pb::DeleteSessionRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::DELETE);
         traced("DeleteSession", &metadata, async move {
-            inner.delete(&req.uid).await
+            inner.delete(&call, &req.uid).await
         })
         .await
     }
@@ -451,7 +543,8 @@ impl Sessions for SessionsService {
     type ExecStream = UnboundedReceiverStream<std::result::Result<pb::ExecUpdate, Status>>;
 
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Rpc<Self::ExecStream> {
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::EXEC);
         let id = request_id::incoming(&metadata);
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::clone(&self.inner);
@@ -461,7 +554,7 @@ impl Sessions for SessionsService {
         tokio::spawn(
             request_id::with_request_id(id.clone(), async move {
                 let started = std::time::Instant::now();
-                let result = inner.exec(req, tx.clone()).await;
+                let result = inner.exec(&call, req, tx.clone()).await;
                 let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 match result {
                     Ok(()) => tracing::info!(outcome = "success", duration_ms, "finished"),
@@ -482,8 +575,14 @@ impl Sessions for SessionsService {
 
     async fn replay(&self, request: Request<pb::ReplayRequest>) -> Rpc<Self::ReplayStream> {
         let inner = Arc::clone(&self.inner);
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::REPLAY);
         traced("Replay", &metadata, async move {
+            // An unknown uid streams nothing (semantics §3.1); under a policy it is checked like
+            // any session, with no owner.
+            inner
+                .authorize_on(&call, &[Action::Read], &req.session)
+                .await?;
             let (tx, rx) = mpsc::unbounded_channel();
             let from = req.from_seq.max(1);
             let to = if req.to_seq <= 0 {
@@ -519,42 +618,53 @@ impl Sessions for SessionsService {
 
     async fn approve(&self, request: Request<pb::ApproveRequest>) -> Rpc<pb::ApproveResponse> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
-        traced(
-            "Approve",
-            &metadata,
-            async move { inner.approve(req).await },
-        )
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::APPROVE);
+        traced("Approve", &metadata, async move {
+            inner.approve(&call, req).await
+        })
         .await
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
-        traced("Cancel", &metadata, async move { inner.cancel(req).await }).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::CANCEL);
+        traced("Cancel", &metadata, async move {
+            inner.cancel(&call, req).await
+        })
+        .await
     }
 
     async fn suspend(&self, request: Request<pb::SuspendRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::SUSPEND);
         traced("Suspend", &metadata, async move {
-            inner.suspend(&req.session).await
+            inner.suspend(&call, &req.session).await
         })
         .await
     }
 
     async fn resume(&self, request: Request<pb::ResumeRequest>) -> Rpc<pb::Session> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::RESUME);
         traced("Resume", &metadata, async move {
-            inner.resume(&req.session).await
+            inner.resume(&call, &req.session).await
         })
         .await
     }
 
     async fn fork(&self, request: Request<pb::ForkRequest>) -> Rpc<pb::ForkResponse> {
         let inner = &self.inner;
-        let (metadata, _, req) = request.into_parts();
-        traced("Fork", &metadata, async move { inner.fork(req).await }).await
+        let (metadata, extensions, req) = request.into_parts();
+        let call = Call::of(&extensions, method::FORK);
+        traced(
+            "Fork",
+            &metadata,
+            async move { inner.fork(&call, req).await },
+        )
+        .await
     }
 }
