@@ -356,6 +356,85 @@ async fn a_deleted_session_refuses_effects() {
     }
 }
 
+// extensions §3: the reclaimer stops a deleted session's compute, which frees the snapshots the
+// runtime kept, then marks it reclaimed; the records stay readable. A session this host cannot
+// reach stays queued; an active one is never reclaimed.
+#[tokio::test]
+async fn the_reclaimer_releases_deleted_sessions_only() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, true));
+        let placer: Placer = placer(Arc::clone(&journal), &runtime);
+        for uid in ["gone", "kept"] {
+            session(&journal, uid).await;
+            placer.exec(turn(uid)).await.unwrap();
+            placer.suspend(uid).await.unwrap();
+            placer
+                .resume(ResumeCall {
+                    session: uid.to_owned(),
+                    ..ResumeCall::default()
+                })
+                .await
+                .unwrap();
+        }
+        assert_eq!(runtime.checkpoints_of("gone"), 1);
+        // An unreachable route: its session stays queued.
+        journal
+            .put_session(agentsessions_journal::SessionRow {
+                uid: "elsewhere".into(),
+                harness: "not-served-here".into(),
+                ..agentsessions_journal::SessionRow::default()
+            })
+            .await
+            .unwrap();
+        let head = journal.head("elsewhere").await.unwrap();
+        let fence = journal.new_fence("elsewhere").await.unwrap();
+        journal
+            .append(
+                "elsewhere",
+                head,
+                fence,
+                agentsessions_api::Event::new(
+                    agentsessions_api::EventKind::Lifecycle,
+                    EventBody::Lifecycle(agentsessions_api::Lifecycle {
+                        kind: LifecycleKind::Delete,
+                        ..agentsessions_api::Lifecycle::default()
+                    }),
+                ),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            placer.reclaim("kept").await.unwrap_err(),
+            PlacementError::Journal(agentsessions_journal::JournalError::InvalidArgument(_))
+        ));
+        assert!(placer.delete("gone").await.unwrap());
+        let head_before = journal.head("gone").await.unwrap();
+        let report = placer.reclaim_pending(100).await.unwrap();
+        assert_eq!(report.reclaimed, ["gone"]);
+        assert_eq!(report.failed.len(), 1);
+        assert_eq!(report.failed[0].0, "elsewhere");
+        assert!(runtime.probe("gone").is_none(), "compute stopped");
+        assert_eq!(runtime.checkpoints_of("gone"), 0, "snapshots released");
+        assert!(runtime.probe("kept").is_some(), "other sessions untouched");
+        assert_eq!(runtime.checkpoints_of("kept"), 1);
+        let info = journal.session_info("gone").await.unwrap();
+        assert!(info.reclaimed_at.is_some());
+        assert!(info.deletion.is_deleted());
+        assert_eq!(
+            journal.head("gone").await.unwrap(),
+            head_before,
+            "records stay"
+        );
+        // The next pass has only the unreachable one left; reclaiming again is a no-op.
+        let report = placer.reclaim_pending(100).await.unwrap();
+        assert!(report.reclaimed.is_empty());
+        assert_eq!(report.failed.len(), 1);
+        let stops = runtime.counts().3;
+        placer.reclaim("gone").await.unwrap();
+        assert_eq!(runtime.counts().3, stops);
+    }
+}
+
 // semantics §2.3: a stale cursor is refused before a fence is minted.
 #[tokio::test]
 async fn a_stale_cursor_is_refused_before_any_fence() {

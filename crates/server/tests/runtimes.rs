@@ -167,3 +167,66 @@ async fn memory_harness_without_snapshots_is_refused_before_any_write() {
     let info = journal.session_info(&uid_of(&session)).await.unwrap();
     assert_eq!((info.last_seq, info.fence), (0, 0));
 }
+
+// extensions §3: DeleteSession records the intent and marks the session pending in one commit,
+// then releases its compute and snapshots at once; the session stays readable, refuses effects,
+// and its fork children keep working.
+#[tokio::test]
+async fn delete_releases_compute_and_snapshots_and_keeps_the_record() {
+    let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+    let memory = Arc::new(InMemoryTestRuntime::new(true, true));
+    let flat = Arc::new(InMemoryTestRuntime::new(false, true));
+    let mut client = start(&journal, &memory, &flat).await;
+    let uid = turn(&mut client, "").await.unwrap();
+    let child = client
+        .fork(pb::ForkRequest {
+            session: uid.clone(),
+            count: 1,
+            ..pb::ForkRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .children
+        .remove(0);
+    assert_eq!(memory.checkpoints_of(&uid), 1, "the fork checkpoint");
+    let deleted = client
+        .delete_session(pb::DeleteSessionRequest { uid: uid.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        deleted.deletion_state,
+        pb::DeletionState::DeletionPending as i32
+    );
+    let mut reclaimed = false;
+    for _ in 0..200 {
+        if journal
+            .session_info(&uid)
+            .await
+            .unwrap()
+            .reclaimed_at
+            .is_some()
+        {
+            reclaimed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(reclaimed, "reclaimed right after the delete");
+    assert!(memory.probe(&uid).is_none(), "compute stopped");
+    assert_eq!(memory.checkpoints_of(&uid), 0, "snapshots released");
+    let shown = client
+        .get_session(pb::GetSessionRequest { uid: uid.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        shown.deletion_state,
+        pb::DeletionState::DeletionPending as i32
+    );
+    let refused = turn(&mut client, &uid).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    // The child forked before the delete has its own compute and goes on.
+    turn(&mut client, &uid_of(&child)).await.unwrap();
+}

@@ -160,6 +160,18 @@ impl InMemoryTestRuntime {
         self.state.lock().unwrap().live.remove(session);
     }
 
+    /// Snapshots this runtime still keeps of `session`.
+    pub(crate) fn checkpoints_of(&self, session: &str) -> usize {
+        let prefix = format!("mem://{session}/");
+        self.state
+            .lock()
+            .unwrap()
+            .checkpoints
+            .keys()
+            .filter(|uri| uri.starts_with(&prefix))
+            .count()
+    }
+
     pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
         let s = self.state.lock().unwrap();
         (s.creates, s.snapshots, s.forks, s.stops)
@@ -255,6 +267,9 @@ impl Runtime for InMemoryTestRuntime {
         let mut state = self.state.lock().unwrap();
         state.stops += 1;
         state.live.remove(&incarnation.id);
+        // Stopping frees the compute and the snapshots this runtime kept of it.
+        let prefix = format!("mem://{}/", incarnation.id);
+        state.checkpoints.retain(|uri, _| !uri.starts_with(&prefix));
         Ok(())
     }
 
