@@ -40,7 +40,14 @@ pub enum HostError {
     /// The service refused the assembly.
     #[error(transparent)]
     Server(#[from] agentsessions_server::ServerError),
+    /// The `[auth]` settings do not make a policy.
+    #[error("[auth.authorization]: {0}")]
+    Auth(#[from] agentsessions_auth::AuthError),
 }
+
+/// How often the daemon's reclaimer looks for deleted sessions when the configuration says
+/// nothing.
+pub const DEFAULT_RECLAIM_INTERVAL_SECS: u64 = 60;
 
 /// Everything a host is configured with. Fields mirror the daemon's flags; the TOML config file
 /// uses the same names.
@@ -66,8 +73,12 @@ pub struct HostConfig {
     pub model_auth_header: String,
     /// Static remote harnesses, `name=address`.
     pub harness: Vec<String>,
-    /// Transport security and authentication for both listeners (`[auth]` in the file; see
-    /// `docs/security.md`).
+    /// Seconds between reclaimer passes, which release the compute and snapshots of deleted
+    /// sessions (default [`DEFAULT_RECLAIM_INTERVAL_SECS`]; 0 turns the periodic pass off, a
+    /// deletion is still reclaimed right away when it can be).
+    pub reclaim_interval_secs: Option<u64>,
+    /// Transport security, authentication and the authorization policy for both listeners
+    /// (`[auth]` in the file; see `docs/security.md`).
     pub auth: agentsessions_auth::AuthConfig,
 }
 
@@ -275,6 +286,9 @@ pub fn build_service(
     }
     if !config.project.is_empty() {
         builder = builder.project(config.project.clone());
+    }
+    if let Some(authorizer) = config.auth.authorizer()? {
+        builder = builder.authorizer(authorizer);
     }
     let service = builder.build()?;
     let (harnesses, default_harness) = service.harness_names();

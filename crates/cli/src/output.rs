@@ -130,6 +130,12 @@ pub fn session_details(session: &pb::Session) -> String {
             session.parent_uid, session.fork_seq
         ));
     }
+    if let Some(owner) = session.owner.as_ref().filter(|o| !o.subject.is_empty()) {
+        lines.push(format!(
+            "owner     {} (issuer {})",
+            owner.subject, owner.issuer
+        ));
+    }
     if let Some(p) = &session.pending_approval {
         lines.push(format!(
             "pending   approval: execution={} tool_call={} request_seq={}",

@@ -1,7 +1,8 @@
 //! The daemon behind TLS with client certificates (mTLS), end to end with certificates made in
 //! the test: a client with a certificate from the trusted CA works; without one, from another
-//! CA, or in plaintext it is refused; an authorization policy the build does not enforce is
-//! refused at startup rather than ignored.
+//! CA, or in plaintext it is refused. Bearer tokens (ES256, keys made in the test) under the
+//! owner-allowlist policy: ownership, denials, and every kind of bad token. A policy without a
+//! credential kind that identifies callers is refused at startup.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
@@ -175,25 +176,241 @@ fn mtls_admits_trusted_clients_only() {
 }
 
 #[test]
-fn an_authorization_policy_that_is_not_enforced_is_refused_at_startup() {
+fn a_policy_without_a_credential_that_identifies_callers_is_refused_at_startup() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ca = Ca::new("Test CA");
     let (server_cert, server_key) = ca.server();
-    write(d, "ca.pem", &ca.pem);
     write(d, "server.pem", &server_cert);
     write(d, "server.key", &server_key);
+    // TLS without client certificates or bearer tokens: every caller would be anonymous.
     let refused = daemon(
         d,
-        "journal = \"j.db\"\n[auth.tls]\ncert = \"server.pem\"\nkey = \"server.key\"\nclient_ca = \"ca.pem\"\n[auth.authorization]\npolicy = \"owner\"\n",
+        "journal = \"j.db\"\n[auth.tls]\ncert = \"server.pem\"\nkey = \"server.key\"\n[auth.authorization]\npolicy = \"owner\"\n",
     );
     let Err(out) = refused else {
-        panic!("the daemon started with a policy it does not enforce")
+        panic!("the daemon started a policy over anonymous callers")
     };
     assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("identify callers"), "{stderr}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not enforced"),
+        !d.join("j.db").exists(),
+        "nothing opened before the refusal"
+    );
+}
+
+const ISSUER: &str = "https://idp.e2e.test";
+const AUDIENCE: &str = "agentsessions-e2e";
+
+/// An ES256 signing key made for the test, and tokens it signs.
+struct TokenIssuer {
+    key: jsonwebtoken::EncodingKey,
+    public_pem: String,
+}
+
+impl TokenIssuer {
+    fn new() -> Self {
+        let pair = KeyPair::generate().unwrap();
+        Self {
+            key: jsonwebtoken::EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap(),
+            public_pem: pair.public_key_pem(),
+        }
+    }
+
+    fn sign(&self, claims: &serde_json::Value) -> String {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+            claims,
+            &self.key,
+        )
+        .unwrap()
+    }
+
+    fn token(&self, subject: &str) -> String {
+        self.sign(&claims(ISSUER, subject, AUDIENCE, 600))
+    }
+}
+
+fn claims(iss: &str, sub: &str, aud: &str, expires_in: i64) -> serde_json::Value {
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    serde_json::json!({
+        "iss": iss, "sub": sub, "aud": aud,
+        "iat": now, "nbf": now - 5, "exp": now + expires_in,
+    })
+}
+
+fn as_caller(d: &Path, server: &str, token: &str, args: &[&str]) -> Output {
+    let mut all = vec!["--server", server, "--token", token];
+    all.extend(args);
+    ctl(d, &all)
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+// Bearer tokens through the real daemon under the owner-allowlist policy: a valid token acts
+// as its subject (alice may create; what she creates is hers, bob can neither see nor touch
+// it); expired, wrong audience, wrong issuer, wrong signature and missing tokens are refused
+// with the reason; nothing a refused call asked for happens.
+#[test]
+fn bearer_tokens_and_ownership_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let idp = TokenIssuer::new();
+    let impostor = TokenIssuer::new();
+    write(d, "idp.pub.pem", &idp.public_pem);
+    let config = format!(
+        "journal = \"j.db\"
+reclaim_interval_secs = 1
+[auth.jwt]
+issuers = [\"{ISSUER}\"]
+audience = \"{AUDIENCE}\"
+[[auth.jwt.public_keys]]
+file = \"idp.pub.pem\"
+algorithm = \"ES256\"
+[auth.authorization]
+policy = \"owner_allowlist\"
+[[auth.authorization.allow]]
+actions = [\"create\"]
+issuer = \"{ISSUER}\"
+subject = \"alice\"
+"
+    );
+    let daemon = daemon(d, &config)
+        .unwrap_or_else(|out| panic!("daemon refused: {}", String::from_utf8_lossy(&out.stderr)));
+    let server = daemon.1.as_str();
+    let alice = idp.token("alice");
+    let bob = idp.token("bob");
+
+    let uid = stdout(&as_caller(
+        d,
+        server,
+        &alice,
+        &["create", "--name", "alices-notes"],
+    ))
+    .trim()
+    .to_owned();
+    let ran = stdout(&as_caller(
+        d,
+        server,
+        &alice,
+        &["exec", "--session", &uid, "hello"],
+    ));
+    assert!(ran.contains("echo:hello"), "{ran}");
+    let shown = stdout(&as_caller(d, server, &alice, &["get", "--session", &uid]));
+    assert!(shown.contains("owner     alice"), "{shown}");
+    assert!(stdout(&as_caller(d, server, &alice, &["list"])).contains(&uid));
+
+    // bob: not allowed to create, sees none of alice's sessions, cannot read or run hers.
+    assert!(!stdout(&as_caller(d, server, &bob, &["list"])).contains(&uid));
+    for args in [
+        vec!["create"],
+        vec!["get", "--session", &uid],
+        vec!["exec", "--session", &uid, "let me in"],
+        vec!["replay", "--session", &uid],
+        vec!["delete", "--session", &uid],
+    ] {
+        let out = as_caller(d, server, &bob, &args);
+        assert!(!out.status.success(), "bob: {args:?} was allowed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.to_lowercase().contains("permission"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("alices-notes"),
+            "{args:?} disclosed: {stderr}"
+        );
+    }
+
+    // Tokens that fail a check are refused before any handler, each with its reason.
+    for (what, token, reason) in [
+        (
+            "expired",
+            idp.sign(&claims(ISSUER, "alice", AUDIENCE, -3600)),
+            "expired",
+        ),
+        (
+            "wrong audience",
+            idp.sign(&claims(ISSUER, "alice", "someone-else", 600)),
+            "aud",
+        ),
+        (
+            "wrong issuer",
+            idp.sign(&claims("https://evil.test", "alice", AUDIENCE, 600)),
+            "issuer",
+        ),
+        ("wrong signature", impostor.token("alice"), "signature"),
+    ] {
+        let out = as_caller(d, server, &token, &["get", "--session", &uid]);
+        assert!(!out.status.success(), "{what} token admitted");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_lowercase();
+        assert!(
+            stderr.contains("unauthenticated") || stderr.contains("authenticat"),
+            "{what}: {stderr}"
+        );
+        assert!(
+            stderr.contains(reason),
+            "{what}: the reason is missing: {stderr}"
+        );
+    }
+    let missing = ctl(d, &["--server", server, "get", "--session", &uid]);
+    assert!(
+        !missing.status.success(),
+        "a call without a token was admitted"
+    );
+
+    // After all of that, alice's session holds exactly her one turn.
+    let replay = stdout(&as_caller(
+        d,
+        server,
+        &alice,
+        &["replay", "--session", &uid],
+    ));
+    assert_eq!(replay.matches("INPUT").count(), 1, "{replay}");
+
+    // Deleting it: pending, still readable by its owner, refuses effects.
+    stdout(&as_caller(
+        d,
+        server,
+        &alice,
+        &["delete", "--session", &uid],
+    ));
+    let shown = stdout(&as_caller(d, server, &alice, &["get", "--session", &uid]));
+    assert!(shown.contains("deletion  PENDING"), "{shown}");
+    assert!(
+        !as_caller(d, server, &alice, &["exec", "--session", &uid, "more"])
+            .status
+            .success()
+    );
+    // The daemon's reclaimer marked it reclaimed in the journal (read here as a second process).
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let journal = agentsessions_journal::SqliteJournal::open(d.join("j.db")).unwrap();
+    let reclaimed = runtime.block_on(async {
+        for _ in 0..300 {
+            let info = agentsessions_journal::Journal::session_info(&journal, &uid)
+                .await
+                .unwrap();
+            assert!(info.deletion.is_deleted());
+            if info.reclaimed_at.is_some() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        false
+    });
+    assert!(reclaimed, "the deleted session was never reclaimed");
 }

@@ -229,6 +229,16 @@ impl SessionsService {
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
+    /// One reclaimer pass over up to `limit` deleted sessions (extensions §3): stops their
+    /// compute, which frees the snapshots the runtime kept, and marks them reclaimed. Hosts run
+    /// it periodically; a session that cannot be reclaimed yet stays queued.
+    ///
+    /// # Errors
+    /// Reading the queue failed.
+    pub async fn reclaim_pending(&self, limit: usize) -> Result<placement::ReclaimReport> {
+        Ok(self.inner.placer.reclaim_pending(limit).await?)
+    }
+
     /// Names of the served harnesses and the default one.
     pub fn harness_names(&self) -> (Vec<String>, String) {
         let registry = self.inner.placer.registry();

@@ -50,6 +50,10 @@ struct Args {
     /// (e.g. 127.0.0.1:8081); never served on the Sessions port.
     #[arg(long)]
     registry_addr: Option<SocketAddr>,
+    /// Seconds between passes of the reclaimer that releases deleted sessions' compute and
+    /// snapshots (default 60; 0 = only when a session is deleted).
+    #[arg(long)]
+    reclaim_interval_secs: Option<u64>,
     /// TOML file with any of the settings above (flags win).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -91,6 +95,9 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
     if !args.harness.is_empty() {
         host.harness.clone_from(&args.harness);
     }
+    if args.reclaim_interval_secs.is_some() {
+        host.reclaim_interval_secs = args.reclaim_interval_secs;
+    }
     let addr = match (args.addr, host.addr.as_str()) {
         (Some(addr), _) => addr,
         (None, "") => SocketAddr::from(([127, 0, 0, 1], 8080)),
@@ -101,18 +108,13 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
     Ok((addr, host))
 }
 
-/// TLS and authentication from the `[auth]` table. Authorization policies are refused until the
-/// service enforces them: a configured policy must never be silently ignored.
+/// TLS and authentication from the `[auth]` table (the policy goes into the service, see
+/// `build_service`). `validate` refuses a policy without a credential kind that identifies
+/// callers, so a policy never runs over anonymous calls.
 fn serve_options(
     auth: &agentsessions_auth::AuthConfig,
 ) -> anyhow::Result<agentsessions_server::ServeOptions> {
     auth.validate().context("[auth]")?;
-    if auth.authorizer().context("[auth.authorization]")?.is_some() {
-        anyhow::bail!(
-            "[auth.authorization]: authorization policies are not enforced by this build yet; \
-             remove the policy (authentication and TLS are supported)"
-        );
-    }
     let authenticator = (auth.yields_identity() || auth.effective_require_authentication())
         .then(|| auth.authenticator().map(std::sync::Arc::new))
         .transpose()
@@ -121,6 +123,29 @@ fn serve_options(
         tls: auth.server_tls_config().context("[auth.tls]")?,
         authenticator,
     })
+}
+
+/// Sessions released per reclaimer pass; the rest wait for the next one.
+const RECLAIM_BATCH: usize = 1_000;
+
+/// Releases deleted sessions' compute and snapshots: once at startup (deletions whose immediate
+/// reclaim a crash interrupted) and then every `every`.
+async fn reclaimer(service: agentsessions_server::SessionsService, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match service.reclaim_pending(RECLAIM_BATCH).await {
+            Ok(report) if report.reclaimed.is_empty() && report.failed.is_empty() => {}
+            Ok(report) => tracing::info!(
+                component = "reclaimer",
+                reclaimed = report.reclaimed.len(),
+                deferred = report.failed.len(),
+                "reclaimer pass"
+            ),
+            Err(e) => tracing::warn!(component = "reclaimer", error = %e, "reclaimer pass failed"),
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -234,6 +259,16 @@ async fn main() -> anyhow::Result<()> {
             writeln!(out, "agentsessionsd registry on {operator}")?;
         }
         out.flush()?;
+    }
+
+    let reclaim_every = config
+        .reclaim_interval_secs
+        .unwrap_or(agentsessions_cli::host::DEFAULT_RECLAIM_INTERVAL_SECS);
+    if reclaim_every > 0 {
+        tokio::spawn(reclaimer(
+            assembled.service.clone(),
+            Duration::from_secs(reclaim_every),
+        ));
     }
 
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
