@@ -1,36 +1,131 @@
-//! The SDK against a real server on 127.0.0.1.
+//! The SDK against a real server on 127.0.0.1, once in plaintext without authorization (the
+//! published server's behavior) and once with security on: TLS with a CA made in the test,
+//! bearer tokens verified against a per-run key, and the owner-allowlist policy. The same flow
+//! must behave the same on both.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use agentsessions_api::RuntimeCapabilities;
+use agentsessions_api::{Action, CallerIdentity, OwnerAllowlistAuthorizer, RuntimeCapabilities};
+use agentsessions_auth::{Authenticator, JwtVerifier};
 use agentsessions_client::{Client, ExecEvent, ExecOptions, ForkOptions, uid_of, verify};
 use agentsessions_harnesses::EchoHarness;
 use agentsessions_journal::SqliteJournal;
 use agentsessions_model::EchoModel;
-use agentsessions_server::{ServerBuilder, serve_tcp};
+use agentsessions_server::{ServeOptions, ServerBuilder, serve_tcp, serve_tcp_with};
 use agentsessions_wire::pb;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
-async fn start(dir: &tempfile::TempDir) -> Client {
+const ISSUER: &str = "https://idp.sdk.test";
+const AUDIENCE: &str = "agentsessions";
+
+/// A server certificate for 127.0.0.1/localhost from a CA made here: (CA PEM, cert, key).
+fn server_identity() -> (String, String, String) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "SDK test CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let ca = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca).unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+async fn start(dir: &tempfile::TempDir, secure: bool) -> Client {
     let journal = Arc::new(SqliteJournal::open(dir.path().join("j.db")).unwrap());
-    let service = ServerBuilder::new(journal, Arc::new(EchoModel::new()))
-        .harness(
-            "echo",
-            Arc::new(EchoHarness::new()),
-            RuntimeCapabilities::default(),
-        )
-        .build()
-        .unwrap();
+    let mut builder = ServerBuilder::new(journal, Arc::new(EchoModel::new())).harness(
+        "echo",
+        Arc::new(EchoHarness::new()),
+        RuntimeCapabilities::default(),
+    );
+    if secure {
+        builder = builder.authorizer(Arc::new(
+            OwnerAllowlistAuthorizer::new()
+                .allowing(Action::Create, CallerIdentity::new(ISSUER, "sdk-user")),
+        ));
+    }
+    let service = builder.build().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_tcp(listener, service, std::future::pending()));
-    Client::dial(&addr.to_string()).unwrap()
+    let addr = listener.local_addr().unwrap().to_string();
+    if !secure {
+        tokio::spawn(serve_tcp(listener, service, std::future::pending()));
+        return Client::dial(&addr).unwrap();
+    }
+    agentsessions_auth::install_crypto_provider();
+    let (ca, cert, key) = server_identity();
+    let mut secret = vec![0_u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
+    let mut verifier = JwtVerifier::new(vec![ISSUER.to_owned()], AUDIENCE.to_owned());
+    verifier
+        .add_hmac_secret(
+            std::path::Path::new("test"),
+            &secret,
+            jsonwebtoken::Algorithm::HS256,
+            None,
+            None,
+        )
+        .unwrap();
+    let options = ServeOptions {
+        tls: Some(ServerTlsConfig::new().identity(Identity::from_pem(cert, key))),
+        authenticator: Some(Arc::new(
+            Authenticator::anonymous()
+                .with_jwt(verifier)
+                .requiring_authentication(true),
+        )),
+    };
+    tokio::spawn(serve_tcp_with(
+        listener,
+        service,
+        options,
+        std::future::pending(),
+    ));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({
+            "iss": ISSUER, "sub": "sdk-user", "aud": AUDIENCE, "nbf": now, "exp": now + 600,
+        }),
+        &jsonwebtoken::EncodingKey::from_secret(&secret).unwrap(),
+    )
+    .unwrap();
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    Client::dial_tls(&format!("https://{addr}"), tls)
+        .unwrap()
+        .with_bearer_token(&token)
+        .unwrap()
 }
 
 #[tokio::test]
 async fn exec_replay_verify_fork_and_list() {
     let dir = tempfile::tempdir().unwrap();
-    let mut client = start(&dir).await;
+    flow(start(&dir, false).await).await;
+}
+
+#[tokio::test]
+async fn exec_replay_verify_fork_and_list_with_security_on() {
+    let dir = tempfile::tempdir().unwrap();
+    flow(start(&dir, true).await).await;
+}
+
+async fn flow(mut client: Client) {
     let mut seen = Vec::new();
     let turn = client
         .exec(ExecOptions::new("hello"), |event| {
