@@ -9,11 +9,11 @@
 //! Module map:
 //! - [`checks`] — the checks and the [`conformance_suite!`] macro.
 //! - [`fixtures`] — store, truncation, tool harnesses, idempotent executor, counting endpoint.
-//! - [`transport`] — [`Transport`] and [`InProcess`].
+//! - [`transport`] — [`Transport`]: [`InProcess`], [`Wire`] and [`WireTls`] (mutual TLS).
 #![warn(missing_docs)]
 
 pub mod checks;
 pub mod fixtures;
 pub mod transport;
 
-pub use transport::{InProcess, Transport, Wire};
+pub use transport::{InProcess, MtlsLink, Transport, Wire, WireTls};
