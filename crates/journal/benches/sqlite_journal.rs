@@ -9,7 +9,8 @@
 //!
 //! (a) and (b) run in both [`Durability`] modes, the default (pipelined) first.
 //!
-//! Set `BENCH_QUICK=1` for a short smoke run.
+//! Set `BENCH_QUICK=1` for a short smoke run, `BENCH_ONLY=b` (any of `0abc`) to run only the
+//! named sections (for profiling one of them).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
 
 use std::io::Write as _;
@@ -194,11 +195,20 @@ fn main() {
     } else {
         (2_000, 2_000, 64, 1_000, 100_000)
     };
+    let only = std::env::var("BENCH_ONLY").unwrap_or_else(|_| "0abc".to_owned());
     println!("SQLite journal, WAL; files in {}", dir.path().display());
-    raw_fsync(dir.path(), fsyncs);
-    for durability in [Durability::Pipelined, Durability::Full] {
-        rt.block_on(sequential(dir.path(), durability, seq));
-        rt.block_on(concurrent(dir.path(), durability, sessions, per));
+    if only.contains('0') {
+        raw_fsync(dir.path(), fsyncs);
     }
-    rt.block_on(read_and_verify(dir.path(), big));
+    for durability in [Durability::Pipelined, Durability::Full] {
+        if only.contains('a') {
+            rt.block_on(sequential(dir.path(), durability, seq));
+        }
+        if only.contains('b') {
+            rt.block_on(concurrent(dir.path(), durability, sessions, per));
+        }
+    }
+    if only.contains('c') {
+        rt.block_on(read_and_verify(dir.path(), big));
+    }
 }
