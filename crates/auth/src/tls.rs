@@ -227,6 +227,16 @@ impl ClientTlsSettings {
         self
     }
 
+    /// Resolves relative paths against `base` (the configuration file's directory).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for path in std::iter::once(&mut self.ca)
+            .chain(self.cert.as_mut())
+            .chain(self.key.as_mut())
+        {
+            *path = base.join(&*path);
+        }
+    }
+
     /// Sets the name the server certificate must carry.
     #[must_use]
     pub fn with_domain(mut self, domain: impl Into<String>) -> Self {

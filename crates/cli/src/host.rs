@@ -40,6 +40,9 @@ pub enum HostError {
     /// The service refused the assembly.
     #[error(transparent)]
     Server(#[from] agentsessions_server::ServerError),
+    /// The `[harness_tls]` settings cannot be loaded.
+    #[error("[harness_tls]: {0}")]
+    HarnessTls(String),
     /// The `[auth]` settings do not make a policy.
     #[error("[auth.authorization]: {0}")]
     Auth(#[from] agentsessions_auth::AuthError),
@@ -80,6 +83,10 @@ pub struct HostConfig {
     /// Transport security, authentication and the authorization policy for both listeners
     /// (`[auth]` in the file; see `docs/security.md`).
     pub auth: agentsessions_auth::AuthConfig,
+    /// TLS for the links to the `harness` entries (`[harness_tls]` in the file): the CA bundle
+    /// their certificates chain to and, for harnesses that require one, this host's client
+    /// certificate and key. Unset: cleartext.
+    pub harness_tls: Option<agentsessions_auth::ClientTlsSettings>,
 }
 
 /// Redacts the password of a URL-like journal address for messages.
@@ -268,15 +275,29 @@ pub fn build_service(
     }
     // Static remote harnesses are placed by the remote runtime (attach by address) and reached
     // through one shared dialer; the probe answers the admission gate's Describe.
-    let dialer = Arc::new(agentsessions_runtime::WireDialer::new());
+    let link_tls = config
+        .harness_tls
+        .as_ref()
+        .map(agentsessions_auth::ClientTlsSettings::client_tls_config)
+        .transpose()
+        .map_err(|e| HostError::HarnessTls(e.to_string()))?;
+    let mut wire_dialer = agentsessions_runtime::WireDialer::new();
+    if let Some(tls) = &link_tls {
+        wire_dialer = wire_dialer.with_tls(tls.clone());
+    }
+    let dialer = Arc::new(wire_dialer);
     for (name, address) in &remote {
         let failed = |reason: String| HostError::HarnessEntry {
             entry: format!("{name}={address}"),
             reason,
         };
-        let runtime = agentsessions_runtime::RemoteRuntime::new(address)
+        let mut runtime = agentsessions_runtime::RemoteRuntime::new(address)
             .map_err(|e| failed(e.to_string()))?;
-        let probe = RemoteHarness::connect_lazy(address).map_err(|e| failed(e.to_string()))?;
+        if let Some(tls) = &link_tls {
+            runtime = runtime.with_tls(tls.clone());
+        }
+        let probe = RemoteHarness::connect_lazy_tls(address, link_tls.clone())
+            .map_err(|e| failed(e.to_string()))?;
         builder = builder.runtime_harness(
             name.clone(),
             Arc::new(runtime),

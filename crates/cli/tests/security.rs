@@ -414,3 +414,67 @@ subject = \"alice\"
     });
     assert!(reclaimed, "the deleted session was never reclaimed");
 }
+
+// The link to a remote harness over mutual TLS: the daemon verifies the harness's certificate
+// and presents its own (`[harness_tls]`); a daemon that speaks cleartext to it, or has no
+// client certificate, gets no turn out of it.
+#[test]
+fn a_remote_harness_over_mutual_tls() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let link = runtime.block_on(agentsessions_conformance::MtlsLink::serve(
+        std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "link-ca.pem", &link.ca_pem);
+    write(d, "host.pem", &link.client_pem.0);
+    write(d, "host.key", &link.client_pem.1);
+    let base = format!(
+        "journal = \"j.db\"\nmodel = \"echo\"\nharness = [\"far=127.0.0.1:{}\"]\n",
+        link.port
+    );
+    let turn = |config: &str| -> Output {
+        let daemon = daemon(d, config).unwrap_or_else(|out| {
+            panic!("daemon refused: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let server = daemon.1.clone();
+        let created = ctl(d, &["--server", &server, "create", "--harness", "far"]);
+        let uid = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+        ctl(
+            d,
+            &[
+                "--server",
+                &server,
+                "exec",
+                "--session",
+                &uid,
+                "over mutual TLS",
+            ],
+        )
+    };
+
+    let secured = turn(&format!(
+        "{base}[harness_tls]\nca = \"link-ca.pem\"\ncert = \"host.pem\"\nkey = \"host.key\"\ndomain = \"localhost\"\n"
+    ));
+    assert!(
+        secured.status.success(),
+        "{}",
+        String::from_utf8_lossy(&secured.stderr)
+    );
+    assert!(String::from_utf8_lossy(&secured.stdout).contains("echo:over mutual TLS"));
+
+    for (what, config) in [
+        ("cleartext", base.clone()),
+        (
+            "no client certificate",
+            format!("{base}[harness_tls]\nca = \"link-ca.pem\"\ndomain = \"localhost\"\n"),
+        ),
+    ] {
+        std::fs::remove_file(d.join("j.db")).ok();
+        let refused = turn(&config);
+        assert!(!refused.status.success(), "{what}: the harness ran a turn");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        // The link itself failed: the harness could not even describe itself.
+        assert!(stderr.contains("harness \"far\""), "{what}: {stderr}");
+    }
+}

@@ -1,17 +1,19 @@
 //! Command line and environment ([`Args`]), checked into a [`NodeConfig`] before anything
 //! listens, and the refusals ([`ConfigError`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentsessions_api::Harness;
+use agentsessions_auth::{ClientAuth, TlsSettings};
 use agentsessions_harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use agentsessions_harnesswire::{HarnessWireError, ListenAddr};
 use clap::{Parser, ValueEnum};
 
 use crate::prompt::PromptedChat;
 
-/// Serves one reference harness over `Harness.Connect` (gRPC, cleartext HTTP/2) with gRPC
-/// health, until SIGINT or SIGTERM.
+/// Serves one reference harness over `Harness.Connect` (gRPC over HTTP/2, cleartext or TLS) with
+/// gRPC health, until SIGINT or SIGTERM.
 ///
 /// The harness never calls a model itself: every model call goes to the host through the
 /// stream, and the host's provider answers it. harnessnode therefore needs no model API key.
@@ -40,6 +42,18 @@ pub(crate) struct Args {
     /// this process ends with it even if the parent is killed.
     #[arg(long, env = "HARNESSNODE_EXIT_ON_STDIN_EOF")]
     pub(crate) exit_on_stdin_eof: bool,
+
+    /// Serve TLS with this PEM certificate chain (leaf first); needs --tls-key. TCP only.
+    #[arg(long, env = "HARNESS_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "HARNESS_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+
+    /// Require hosts to present a certificate issued by a CA in this PEM bundle (mutual TLS).
+    #[arg(long, env = "HARNESS_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub(crate) tls_client_ca: Option<PathBuf>,
 }
 
 /// The reference harnesses.
@@ -80,6 +94,10 @@ pub(crate) enum ConfigError {
     /// The listen address is not one harnessnode can bind.
     #[error("{0}")]
     Listen(HarnessWireError),
+
+    /// TLS settings that cannot be served.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A checked configuration.
@@ -88,11 +106,33 @@ pub(crate) struct NodeConfig {
     pub(crate) listen: ListenAddr,
     pub(crate) harness: Arc<dyn Harness>,
     pub(crate) exit_on_stdin_eof: bool,
+    /// Server TLS (and client certificates), loaded and checked before listening.
+    pub(crate) tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 impl NodeConfig {
     pub(crate) fn check(args: Args) -> Result<Self, ConfigError> {
         let listen = ListenAddr::parse(&args.listen).map_err(ConfigError::Listen)?;
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                if matches!(listen, ListenAddr::Unix(_)) {
+                    return Err(ConfigError::Tls(
+                        "TLS applies to TCP listeners; a unix socket is protected by its file \
+                         permissions"
+                            .to_owned(),
+                    ));
+                }
+                let mut settings = TlsSettings::new(cert, key);
+                if let Some(ca) = &args.tls_client_ca {
+                    settings = settings.with_client_ca(ca, ClientAuth::Require);
+                }
+                let config = settings
+                    .server_tls_config()
+                    .map_err(|e| ConfigError::Tls(e.to_string()))?;
+                Some(config)
+            }
+            _ => None,
+        };
         let prompt = args.system_prompt.filter(|prompt| !prompt.is_empty());
         let harness: Arc<dyn Harness> = match args.harness {
             Kind::Chat => {
@@ -122,6 +162,7 @@ impl NodeConfig {
             listen,
             harness,
             exit_on_stdin_eof: args.exit_on_stdin_eof,
+            tls,
         })
     }
 }

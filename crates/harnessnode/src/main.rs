@@ -85,7 +85,9 @@ async fn serve(config: NodeConfig) -> agentsessions_harnesswire::Result<()> {
             None => agentsessions_harnesswire::shutdown_signal().await,
         }
     };
-    listener.serve(config.harness, shutdown).await
+    listener
+        .serve_tls(config.harness, config.tls, shutdown)
+        .await
 }
 
 /// Completes when stdin reaches EOF (or fails). Reading runs on a plain thread that is left

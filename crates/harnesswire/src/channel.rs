@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::error::{HarnessWireError, Result};
 
@@ -21,19 +21,52 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// [`HarnessWireError::InvalidAddress`] when the address is not a URI tonic can dial;
 /// [`HarnessWireError::NoRuntime`] outside a tokio runtime (the channel runs a worker task).
 pub fn channel(address: &str) -> Result<Channel> {
+    channel_tls(address, None)
+}
+
+/// [`channel`] over TLS when `tls` is set: a TCP address (`host:port`, `http://…` or
+/// `https://…`) is dialed as `https://` and the harness's certificate is verified with `tls`
+/// (which may also carry this host's client certificate, for mutual TLS). A unix socket address
+/// with `tls` is refused: a local socket is protected by its file permissions, not by TLS.
+///
+/// # Errors
+///
+/// As [`channel`], and [`HarnessWireError::InvalidTls`] when tonic refuses the TLS settings or
+/// the address is a unix socket.
+pub fn channel_tls(address: &str, tls: Option<ClientTlsConfig>) -> Result<Channel> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(HarnessWireError::NoRuntime);
     }
-    let uri = if address.starts_with("unix:") || address.contains("://") {
-        address.to_owned()
-    } else {
-        format!("http://{address}")
+    let invalid_tls = |reason: String| HarnessWireError::InvalidTls {
+        address: address.to_owned(),
+        reason,
     };
-    let endpoint =
+    let unix = address.starts_with("unix:");
+    if unix && tls.is_some() {
+        return Err(invalid_tls(
+            "TLS applies to TCP harness addresses; a unix socket is protected by its file \
+             permissions"
+                .to_owned(),
+        ));
+    }
+    let host_port = address.split_once("://").map_or(address, |(_, rest)| rest);
+    let uri = if unix || (tls.is_none() && address.contains("://")) {
+        address.to_owned()
+    } else if tls.is_some() {
+        format!("https://{host_port}")
+    } else {
+        format!("http://{host_port}")
+    };
+    let mut endpoint =
         Endpoint::from_shared(uri).map_err(|source| HarnessWireError::InvalidAddress {
             address: address.to_owned(),
             source,
         })?;
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| invalid_tls(e.to_string()))?;
+    }
     Ok(endpoint.connect_timeout(CONNECT_TIMEOUT).connect_lazy())
 }
 

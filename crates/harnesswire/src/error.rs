@@ -185,6 +185,15 @@ pub enum HarnessWireError {
         source: tonic::transport::Error,
     },
 
+    /// TLS settings for a harness link that cannot be used.
+    #[error("TLS for harness address {address:?}: {reason}")]
+    InvalidTls {
+        /// The address as given.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+
     /// A channel was requested outside a tokio runtime, which the channel's worker needs.
     #[error("harness channel: no tokio runtime is running")]
     NoRuntime,
@@ -242,6 +251,7 @@ impl HarnessWireError {
         match self {
             Self::MissingExecutionId
             | Self::InvalidAddress { .. }
+            | Self::InvalidTls { .. }
             | Self::InvalidListenAddress { .. } => StatusCode::InvalidArgument,
             Self::SocketInUse { .. } | Self::NotASocket { .. } => StatusCode::FailedPrecondition,
             // The controller's ErrInvalidApprovalCall / ErrApprovalReceiptReport (semantics §8).

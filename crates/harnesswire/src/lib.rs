@@ -74,10 +74,10 @@ pub mod serve;
 pub mod service;
 mod stream_sink;
 
-pub use channel::channel;
+pub use channel::{channel, channel_tls};
 pub use error::{HarnessWireError, Result, status_code_of};
 pub use listen::{HarnessListener, ListenAddr, remove_stale_socket, serve, shutdown_signal};
 pub use remote::{DEFAULT_DESCRIBE_TIMEOUT, RemoteHarness};
 pub use request_id::{REQUEST_ID_HEADER, current_request_id, with_request_id};
-pub use serve::{serve_tcp, serve_tcp_listener, serve_unix};
+pub use serve::{serve_tcp, serve_tcp_listener, serve_tcp_listener_tls, serve_unix};
 pub use service::{ConnectStream, HarnessService};

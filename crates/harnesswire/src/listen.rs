@@ -16,7 +16,7 @@ use agentsessions_api::Harness;
 use tokio::net::{TcpListener, UnixListener};
 
 use crate::error::{HarnessWireError, Result};
-use crate::serve::{serve_tcp_listener, serve_unix_listener};
+use crate::serve::serve_unix_listener;
 
 /// Where a harness listens.
 ///
@@ -174,8 +174,40 @@ impl HarnessListener {
         H: Harness + ?Sized + 'static,
         F: Future<Output = ()> + Send,
     {
+        self.serve_tls(harness, None, shutdown).await
+    }
+
+    /// [`HarnessListener::serve`] over TLS when `tls` is set (TCP only; see
+    /// [`serve_tcp_listener_tls`](crate::serve::serve_tcp_listener_tls)).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessWireError::InvalidTls`] for TLS on a unix socket (protected by its file
+    /// permissions instead); [`HarnessWireError::Serve`] when the server fails.
+    pub async fn serve_tls<H, F>(
+        self,
+        harness: Arc<H>,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+        shutdown: F,
+    ) -> Result<()>
+    where
+        H: Harness + ?Sized + 'static,
+        F: Future<Output = ()> + Send,
+    {
         match self {
-            Self::Tcp(listener) => serve_tcp_listener(listener, harness, shutdown).await,
+            Self::Tcp(listener) => {
+                crate::serve::serve_tcp_listener_tls(listener, harness, tls, shutdown).await
+            }
+            Self::Unix { listener, path } if tls.is_some() => {
+                drop(listener);
+                let _ignored = std::fs::remove_file(&path);
+                Err(HarnessWireError::InvalidTls {
+                    address: format!("unix:{}", path.display()),
+                    reason: "TLS applies to TCP listeners; a unix socket is protected by its \
+                             file permissions"
+                        .to_owned(),
+                })
+            }
             Self::Unix { listener, path } => {
                 serve_unix_listener(listener, &path, harness, shutdown).await
             }

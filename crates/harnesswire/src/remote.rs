@@ -83,6 +83,19 @@ impl RemoteHarness {
         channel(address).map(Self::new)
     }
 
+    /// [`RemoteHarness::connect_lazy`] over TLS when `tls` is set (see
+    /// [`channel_tls`](crate::channel::channel_tls)).
+    ///
+    /// # Errors
+    ///
+    /// Whatever [`channel_tls`](crate::channel::channel_tls) reports.
+    pub fn connect_lazy_tls(
+        address: &str,
+        tls: Option<tonic::transport::ClientTlsConfig>,
+    ) -> Result<Self> {
+        crate::channel::channel_tls(address, tls).map(Self::new)
+    }
+
     /// Bounds [`Harness::describe`] by `timeout` instead of [`DEFAULT_DESCRIBE_TIMEOUT`].
     #[must_use]
     pub fn with_describe_timeout(mut self, timeout: Duration) -> Self {

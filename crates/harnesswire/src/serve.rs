@@ -16,7 +16,7 @@ use agentsessions_api::Harness;
 use agentsessions_wire::pb::harness_server::HarnessServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::Server;
+use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::error::{HarnessWireError, Result};
 use crate::service::HarnessService;
@@ -56,12 +56,32 @@ where
     H: Harness + ?Sized + 'static,
     F: Future<Output = ()> + Send,
 {
+    serve_tcp_listener_tls(listener, harness, None, shutdown).await
+}
+
+/// [`serve_tcp_listener`] over TLS when `tls` is set: the host must dial `https://` and trust
+/// the server's certificate; with a client CA in `tls`, it must also present a certificate
+/// that CA issued (mutual TLS). A harness link that crosses an untrusted network needs this.
+///
+/// # Errors
+///
+/// [`HarnessWireError::Serve`] when the TLS settings are refused or the server fails.
+pub async fn serve_tcp_listener_tls<H, F>(
+    listener: TcpListener,
+    harness: Arc<H>,
+    tls: Option<ServerTlsConfig>,
+    shutdown: F,
+) -> Result<()>
+where
+    H: Harness + ?Sized + 'static,
+    F: Future<Output = ()> + Send,
+{
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "serving harness");
+        tracing::info!(%addr, tls = tls.is_some(), "serving harness");
     }
     // Frames are small and interactive: Nagle's algorithm would hold each one back.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    serve_incoming(incoming, harness, shutdown).await
+    serve_incoming(incoming, harness, tls, shutdown).await
 }
 
 /// Serves `harness` on a unix socket at `path` until `shutdown` completes, then removes the
@@ -97,7 +117,7 @@ where
     F: Future<Output = ()> + Send,
 {
     tracing::info!(path = %path.display(), "serving harness");
-    let served = serve_incoming(UnixListenerStream::new(listener), harness, shutdown).await;
+    let served = serve_incoming(UnixListenerStream::new(listener), harness, None, shutdown).await;
     // The owner may already have removed it (a runtime tearing down without waiting).
     if let Err(err) = std::fs::remove_file(path)
         && err.kind() != std::io::ErrorKind::NotFound
@@ -107,7 +127,12 @@ where
     served
 }
 
-async fn serve_incoming<H, F, I, IO, IE>(incoming: I, harness: Arc<H>, shutdown: F) -> Result<()>
+async fn serve_incoming<H, F, I, IO, IE>(
+    incoming: I,
+    harness: Arc<H>,
+    tls: Option<ServerTlsConfig>,
+    shutdown: F,
+) -> Result<()>
 where
     H: Harness + ?Sized + 'static,
     F: Future<Output = ()> + Send,
@@ -124,7 +149,11 @@ where
     reporter
         .set_serving::<HarnessServer<HarnessService<H>>>()
         .await;
-    Server::builder()
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).map_err(HarnessWireError::Serve)?;
+    }
+    server
         .add_service(health)
         .add_service(HarnessService::new(harness).into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)

@@ -23,6 +23,7 @@ use crate::error::{Result, RuntimeError};
 pub struct WireDialer {
     channels: Mutex<HashMap<String, Channel>>,
     describe_timeout: Option<Duration>,
+    tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl WireDialer {
@@ -35,6 +36,14 @@ impl WireDialer {
     #[must_use]
     pub fn with_describe_timeout(mut self, timeout: Duration) -> Self {
         self.describe_timeout = Some(timeout);
+        self
+    }
+
+    /// Dials every TCP harness address over TLS with `tls` (with a client identity in it,
+    /// mutual TLS); a unix socket address is then refused.
+    #[must_use]
+    pub fn with_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -67,12 +76,10 @@ impl WireDialer {
         if let Some(channel) = channels.get(address.as_str()) {
             return Ok(channel.clone());
         }
-        let channel =
-            agentsessions_harnesswire::channel(&address.dial_uri()).map_err(|source| {
-                RuntimeError::Channel {
-                    address: address.to_string(),
-                    source,
-                }
+        let channel = agentsessions_harnesswire::channel_tls(&address.dial_uri(), self.tls.clone())
+            .map_err(|source| RuntimeError::Channel {
+                address: address.to_string(),
+                source,
             })?;
         channels.insert(address.as_str().to_owned(), channel.clone());
         Ok(channel)

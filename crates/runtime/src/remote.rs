@@ -29,6 +29,7 @@ const NAME: &str = "remote";
 pub struct RemoteRuntime {
     address: HarnessAddress,
     describe_timeout: Option<Duration>,
+    tls: Option<tonic::transport::ClientTlsConfig>,
     probe: Mutex<Option<RemoteHarness>>,
     closed: AtomicBool,
 }
@@ -44,6 +45,7 @@ impl RemoteRuntime {
         Ok(Self {
             address: HarnessAddress::parse(address)?,
             describe_timeout: None,
+            tls: None,
             probe: Mutex::new(None),
             closed: AtomicBool::new(false),
         })
@@ -53,6 +55,14 @@ impl RemoteRuntime {
     #[must_use]
     pub fn with_describe_timeout(mut self, timeout: Duration) -> Self {
         self.describe_timeout = Some(timeout);
+        self
+    }
+
+    /// Reaches the harness over TLS with `tls` (the harness serves TLS; with a client identity
+    /// in `tls`, mutual TLS). A unix socket address is refused at the first describe.
+    #[must_use]
+    pub fn with_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -110,12 +120,11 @@ impl RemoteRuntime {
             return Ok(harness.clone());
         }
         let channel =
-            agentsessions_harnesswire::channel(&self.address.dial_uri()).map_err(|source| {
-                RuntimeError::Channel {
+            agentsessions_harnesswire::channel_tls(&self.address.dial_uri(), self.tls.clone())
+                .map_err(|source| RuntimeError::Channel {
                     address: self.address.to_string(),
                     source,
-                }
-            })?;
+                })?;
         let harness = RemoteHarness::new(channel);
         let harness = match self.describe_timeout {
             Some(timeout) => harness.with_describe_timeout(timeout),

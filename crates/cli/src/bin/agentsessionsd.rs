@@ -72,6 +72,9 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
             // Certificate and key paths are relative to the file that names them.
             if let Some(dir) = path.parent() {
                 file.auth.resolve_paths(dir);
+                if let Some(tls) = &mut file.harness_tls {
+                    tls.resolve_paths(dir);
+                }
             }
             file
         }

@@ -149,3 +149,120 @@ async fn exits_when_stdin_closes_if_asked() {
     assert!(status.success(), "{status}");
     assert!(!path.exists());
 }
+
+/// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, as PEM files
+/// in `dir`: (ca, server cert, server key, client cert, client key).
+fn link_files(dir: &std::path::Path) -> [std::path::PathBuf; 5] {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        KeyUsagePurpose, SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
+    let ca = Issuer::new(ca_params, ca_key);
+    let issue = |mut params: CertificateParams, usage| {
+        let key = KeyPair::generate().unwrap();
+        params.extended_key_usages = vec![usage];
+        (
+            params.signed_by(&key, &ca).unwrap().pem(),
+            key.serialize_pem(),
+        )
+    };
+    let mut server = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let (server_cert, server_key) = issue(server, ExtendedKeyUsagePurpose::ServerAuth);
+    let mut client = CertificateParams::default();
+    client.subject_alt_names = vec![SanType::URI("spiffe://test/host".try_into().unwrap())];
+    let (client_cert, client_key) = issue(client, ExtendedKeyUsagePurpose::ClientAuth);
+    let files = [
+        ("ca.pem", ca_pem),
+        ("server.pem", server_cert),
+        ("server.key", server_key),
+        ("client.pem", client_cert),
+        ("client.key", client_key),
+    ];
+    files.map(|(name, text)| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    })
+}
+
+// harnessnode over mutual TLS: a host with a certificate from the CA is served; one without,
+// or one speaking cleartext, is not. TLS on a unix socket is refused before listening.
+#[tokio::test]
+async fn serves_mutual_tls_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let [ca, cert, key, client_cert, client_key] = link_files(dir.path());
+    let path = |p: &std::path::PathBuf| p.to_str().unwrap().to_owned();
+    let (ca, cert, key) = (path(&ca), path(&cert), path(&key));
+    let (_child, address) = start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-client-ca",
+        &ca,
+    ])
+    .await;
+    let client_tls = |identity: bool| {
+        let mut settings = agentsessions_auth::ClientTlsSettings::new(&ca).with_domain("localhost");
+        if identity {
+            settings = settings.with_identity(&client_cert, &client_key);
+        }
+        settings.client_tls_config().unwrap()
+    };
+    let trusted = RemoteHarness::connect_lazy_tls(&address, Some(client_tls(true))).unwrap();
+    assert_eq!(trusted.describe().await.unwrap().id, "echo");
+    let sink = HostSink::default();
+    trusted.run(&start_frame("s", "hi"), &sink).await.unwrap();
+    RemoteHarness::connect_lazy_tls(&address, Some(client_tls(false)))
+        .unwrap()
+        .describe()
+        .await
+        .unwrap_err();
+    RemoteHarness::connect_lazy(&address)
+        .unwrap()
+        .with_describe_timeout(Duration::from_secs(2))
+        .describe()
+        .await
+        .unwrap_err();
+
+    let socket = dir.path().join("never.sock");
+    let listen = format!("unix:{}", socket.display());
+    for (args, message) in [
+        (
+            vec!["--listen", &listen, "--tls-cert", &cert, "--tls-key", &key],
+            "TLS applies to TCP",
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                "/nonexistent.key",
+            ],
+            "nonexistent.key",
+        ),
+        (
+            vec!["--listen", "127.0.0.1:0", "--tls-cert", &cert],
+            "--tls-key",
+        ),
+    ] {
+        let output = node(&args).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}: no readiness line");
+    }
+    assert!(!socket.exists());
+}

@@ -24,6 +24,9 @@ pub(crate) fn node(args: &[&str]) -> Command {
         .env_remove("HARNESS_MODEL")
         .env_remove("HARNESS_SYSTEM_PROMPT")
         .env_remove("HARNESSNODE_EXIT_ON_STDIN_EOF")
+        .env_remove("HARNESS_TLS_CERT")
+        .env_remove("HARNESS_TLS_KEY")
+        .env_remove("HARNESS_TLS_CLIENT_CA")
         .kill_on_drop(true);
     command
 }
