@@ -308,6 +308,9 @@ pub fn build_service(
     if !config.project.is_empty() {
         builder = builder.project(config.project.clone());
     }
+    if let Some(tls) = link_tls {
+        builder = builder.harness_link_tls(tls);
+    }
     if let Some(authorizer) = config.auth.authorizer()? {
         builder = builder.authorizer(authorizer);
     }

@@ -79,22 +79,37 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 fn daemon(dir: &Path, config: &str) -> Result<Daemon, Output> {
+    daemon_with(dir, config, &[]).map(|(daemon, _)| daemon)
+}
+
+/// The daemon with extra flags; with `--registry-addr` among them, also the operator address.
+fn daemon_with(dir: &Path, config: &str, extra: &[&str]) -> Result<(Daemon, String), Output> {
     let config = write(dir, "agentsessionsd.toml", config);
     let mut child = Command::new(DAEMON)
         .args(["--addr", "127.0.0.1:0", "--config", &config])
+        .args(extra)
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    match line.trim().strip_prefix("agentsessionsd listening on ") {
-        Some(addr) => Ok(Daemon(child, addr.to_owned())),
-        None => Err(child.wait_with_output().unwrap()),
+    stdout.read_line(&mut line).unwrap();
+    let Some(addr) = line.trim().strip_prefix("agentsessionsd listening on ") else {
+        return Err(child.wait_with_output().unwrap());
+    };
+    let addr = addr.to_owned();
+    let mut registry = String::new();
+    if extra.contains(&"--registry-addr") {
+        stdout.read_line(&mut registry).unwrap();
+        registry = registry
+            .trim()
+            .strip_prefix("agentsessionsd registry on ")
+            .unwrap_or_default()
+            .to_owned();
     }
+    Ok((Daemon(child, addr), registry))
 }
 
 fn ctl(dir: &Path, args: &[&str]) -> Output {
@@ -477,4 +492,62 @@ fn a_remote_harness_over_mutual_tls() {
         // The link itself failed: the harness could not even describe itself.
         assert!(stderr.contains("harness \"far\""), "{what}: {stderr}");
     }
+}
+
+// A harness registered at run time is dialed over the same `[harness_tls]` link settings.
+#[test]
+fn a_registered_harness_over_mutual_tls() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let link = runtime.block_on(agentsessions_conformance::MtlsLink::serve(
+        std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "link-ca.pem", &link.ca_pem);
+    write(d, "host.pem", &link.client_pem.0);
+    write(d, "host.key", &link.client_pem.1);
+    let spec = write(
+        d,
+        "spec.json",
+        &format!(
+            r#"{{"remote":{{"address":"127.0.0.1:{}"}},"capabilities":{{"resumability":"RESUMABILITY_STATELESS_REPLAY"}},"descriptor_id":"echo"}}"#,
+            link.port
+        ),
+    );
+    let (daemon, operator) = daemon_with(
+        d,
+        "journal = \"j.db\"\nmodel = \"echo\"\n[harness_tls]\nca = \"link-ca.pem\"\ncert = \"host.pem\"\nkey = \"host.key\"\ndomain = \"localhost\"\n",
+        &["--registry-addr", "127.0.0.1:0"],
+    )
+    .unwrap_or_else(|out| panic!("daemon refused: {}", String::from_utf8_lossy(&out.stderr)));
+    let registered = ctl(
+        d,
+        &[
+            "--server", &operator, "harness", "register", "--name", "far", "--spec", &spec,
+        ],
+    );
+    assert!(
+        registered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&registered.stderr)
+    );
+    let created = ctl(d, &["--server", &daemon.1, "create", "--harness", "far"]);
+    let uid = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    let turn = ctl(
+        d,
+        &[
+            "--server",
+            &daemon.1,
+            "exec",
+            "--session",
+            &uid,
+            "registered over mTLS",
+        ],
+    );
+    assert!(
+        turn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&turn.stderr)
+    );
+    assert!(String::from_utf8_lossy(&turn.stdout).contains("echo:registered over mTLS"));
 }

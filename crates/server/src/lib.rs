@@ -76,6 +76,7 @@ pub struct ServerBuilder {
     tools: Option<Arc<dyn ToolExecutor>>,
     stream_deltas: bool,
     authorizer: Option<Arc<dyn Authorizer>>,
+    link_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -103,6 +104,7 @@ impl ServerBuilder {
             tools: None,
             stream_deltas: true,
             authorizer: None,
+            link_tls: None,
         }
     }
 
@@ -181,6 +183,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Dials harnesses registered at run time (HarnessRegistry) over TLS with `tls`, as the
+    /// daemon's `[harness_tls]` does for its static `--harness` entries.
+    #[must_use]
+    pub fn harness_link_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+        self.link_tls = Some(tls);
+        self
+    }
+
     /// The service.
     ///
     /// # Errors
@@ -216,6 +226,7 @@ impl ServerBuilder {
                 journal: self.journal,
                 project,
                 gate: authz::Gate::new(self.authorizer),
+                link_tls: self.link_tls,
             }),
         })
     }

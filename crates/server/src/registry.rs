@@ -38,6 +38,7 @@ pub struct RegistryService {
     journal: Arc<dyn Journal>,
     harnesses: Registry,
     gate: Gate,
+    link_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl std::fmt::Debug for RegistryService {
@@ -219,9 +220,13 @@ fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
     }
 }
 
-fn entry_for(name: &str, spec: &pb::HarnessSpec) -> Result<Backend> {
+fn entry_for(
+    name: &str,
+    spec: &pb::HarnessSpec,
+    link_tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Result<Backend> {
     let address = servable_address(spec)?;
-    let harness = RemoteHarness::connect_lazy(&address)
+    let harness = RemoteHarness::connect_lazy_tls(&address, link_tls.cloned())
         .map_err(|e| ServerError::FailedPrecondition(format!("harness {name:?}: {e}")))?;
     // A remote harness runs on compute this host does not snapshot.
     Ok(
@@ -275,6 +280,7 @@ impl RegistryService {
             journal: Arc::clone(&sessions.inner.journal),
             harnesses: sessions.inner.placer.registry().clone(),
             gate: sessions.inner.gate.clone(),
+            link_tls: sessions.inner.link_tls.clone(),
         }
     }
 
@@ -314,7 +320,9 @@ impl RegistryService {
             let Some(last) = rows.last() else { break };
             after.clone_from(&last.name);
             for row in &rows {
-                match spec_from_json(&row.spec).and_then(|spec| entry_for(&row.name, &spec)) {
+                match spec_from_json(&row.spec)
+                    .and_then(|spec| entry_for(&row.name, &spec, self.link_tls.as_ref()))
+                {
                     Ok(backend) => {
                         if self.harnesses.register(row.name.clone(), backend).is_ok() {
                             loaded += 1;
@@ -351,7 +359,7 @@ impl RegistryService {
         let spec = req
             .spec
             .ok_or_else(|| ServerError::InvalidArgument("spec is required".into()))?;
-        let entry = entry_for(&req.name, &spec)?;
+        let entry = entry_for(&req.name, &spec, self.link_tls.as_ref())?;
         let (json, digest) = canonical_spec(&spec)?;
         let (row, outcome) = self
             .journal

@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) placer: Placer,
     pub(crate) project: String,
     pub(crate) gate: Gate,
+    /// TLS for links to harnesses registered at run time (see `ServerBuilder::harness_link_tls`).
+    pub(crate) link_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// The `Sessions` gRPC service. Build it with [`crate::ServerBuilder`].
