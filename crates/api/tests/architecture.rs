@@ -45,7 +45,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     if let Some(runtime) = map.get_mut("runtime") {
         runtime.insert("harnesses");
     }
-    // The harness binary: a reference harness behind the SDK.
+    // The harness binary: a reference harness behind the SDK, with the TLS settings loader.
     map.insert(
         "harnessnode",
         BTreeSet::from([
@@ -55,6 +55,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             "harnesswire",
             "model",
             "runtime",
+            "auth",
         ]),
     );
     // Transport security and verified identity: the SPI types only.
