@@ -49,6 +49,8 @@ macro_rules! journal_conformance {
             owner_is_recorded_once_and_never_changes,
             listing_by_owner_pages_exactly_and_never_mixes_owners,
             delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer,
+            fencing_append_mints_and_appends_in_one_commit,
+            a_stale_fencing_append_never_supersedes_the_writer,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -1218,4 +1220,86 @@ pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j:
         matches!(missing, Err(JournalError::SessionNotFound(_))),
         "{missing:?}"
     );
+}
+
+// An incarnation opens with its fence minted in the commit of its first records.
+pub async fn fencing_append_mints_and_appends_in_one_commit(j: Arc<dyn Journal>) {
+    // A session with no row yet: fence 1, records from seq 1.
+    let opened = j
+        .append_batch_fencing("s", 0, vec![input("a"), input("b")])
+        .await
+        .unwrap();
+    assert_eq!(
+        opened.iter().map(|r| (r.seq, r.fence)).collect::<Vec<_>>(),
+        [(1, 1), (2, 1)]
+    );
+    assert_eq!(j.session_info("s").await.unwrap().fence, 1);
+    j.append("s", 2, 1, input("c")).await.unwrap();
+    // The next incarnation's opening supersedes the previous one's fence.
+    let next = j
+        .append_batch_fencing("s", 3, vec![input("d")])
+        .await
+        .unwrap();
+    assert_eq!((next[0].seq, next[0].fence), (4, 2));
+    let stale = j.append("s", 4, 1, input("late")).await;
+    assert!(
+        matches!(stale, Err(JournalError::Fenced { .. })),
+        "{stale:?}"
+    );
+    // It mints after a plain new_fence as well, and counts like one.
+    assert_eq!(j.new_fence("s").await.unwrap(), 3);
+    let after = j
+        .append_batch_fencing("s", 4, vec![input("e")])
+        .await
+        .unwrap();
+    assert_eq!(after[0].fence, 4);
+    verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
+    // An empty opening is refused and changes nothing.
+    let empty = j.append_batch_fencing("s", 5, Vec::new()).await;
+    assert!(
+        matches!(empty, Err(JournalError::InvalidArgument(_))),
+        "{empty:?}"
+    );
+    assert_eq!(j.session_info("s").await.unwrap().fence, 4);
+}
+
+// A racer whose cursor is stale is refused and leaves the fence alone, so the writer that won
+// the head goes on (the weakness of minting before the CAS check).
+pub async fn a_stale_fencing_append_never_supersedes_the_writer(j: Arc<dyn Journal>) {
+    let won = j
+        .append_batch_fencing("s", 0, vec![input("a")])
+        .await
+        .unwrap();
+    let fence = won[0].fence;
+    let lost = j.append_batch_fencing("s", 0, vec![input("racer")]).await;
+    assert!(
+        matches!(lost, Err(JournalError::Conflict { .. })),
+        "{lost:?}"
+    );
+    assert_eq!(j.session_info("s").await.unwrap().fence, fence);
+    j.append("s", 1, fence, input("the winner goes on"))
+        .await
+        .unwrap();
+    // Many racers at once on one cursor: exactly one opens, the others change nothing.
+    let head = j.head("s").await.unwrap();
+    let mut racers = Vec::new();
+    for i in 0..8 {
+        let j = Arc::clone(&j);
+        racers.push(tokio::spawn(async move {
+            j.append_batch_fencing("s", head, vec![input(&format!("r{i}"))])
+                .await
+        }));
+    }
+    let mut winners = Vec::new();
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(records) => winners.push(records[0].fence),
+            Err(JournalError::Conflict { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    assert_eq!(j.session_info("s").await.unwrap().fence, winners[0]);
+    assert_eq!(j.head("s").await.unwrap(), head + 1);
+    verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
 }

@@ -202,6 +202,25 @@ pub trait Journal: Send + Sync + Debug {
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>>;
 
+    /// Opens an incarnation's writing in one durable commit: checks the CAS cursor, mints the
+    /// session's next fence (as [`Journal::new_fence`]) and appends `events` with it. Every
+    /// returned record carries the new fence, which the caller then appends with.
+    ///
+    /// Unlike `new_fence` followed by `append_batch`, a caller whose cursor is stale changes
+    /// nothing — not even the fence — so a racer that lost the head can never supersede the
+    /// writer that won it.
+    ///
+    /// # Errors
+    /// [`Conflict`](crate::JournalError::Conflict) when `expected_last_seq` is not the head
+    /// (the fence stays as it was); [`InvalidArgument`](crate::JournalError::InvalidArgument)
+    /// for an empty batch; otherwise as [`Journal::append_batch`].
+    async fn append_batch_fencing(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>>;
+
     /// Atomically increments and returns the session's fence, creating its row (fence 1) when
     /// missing. Every holder of an older fence is refused from then on.
     ///

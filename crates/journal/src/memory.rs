@@ -164,6 +164,67 @@ impl MemoryJournal {
                 ..SessionState::default()
             })
     }
+
+    /// Appends under the state lock: with `Some(fence)` as [`Journal::append_batch`], with
+    /// `None` minting the next fence first as [`Journal::append_batch_fencing`] (only after the
+    /// CAS check passed, so a stale cursor changes nothing).
+    fn append_locked(
+        &self,
+        state: &mut State,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        prepared: Vec<PreparedEvent>,
+    ) -> Result<Vec<LogRecord>> {
+        let now = Timestamp::now();
+        let (head, head_hash) = state
+            .sessions
+            .get(session)
+            .map(|s| s.log.head())
+            .unwrap_or_default();
+        let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
+        let (fence, minted) = match fence {
+            Some(fence) => {
+                rules::check_append(session, expected_last_seq, head, fence, current_fence)?;
+                (fence, false)
+            }
+            None => {
+                rules::check_append(session, expected_last_seq, head, current_fence, 0)?;
+                (current_fence + 1, true)
+            }
+        };
+        if prepared.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = self.ensure_session(state, session, now);
+        if minted {
+            // Only minting raises the stored fence; appending with a higher one does not.
+            s.fence = fence;
+        }
+        let mut out = Vec::with_capacity(prepared.len());
+        let (mut seq, mut prev_hash) = (head, head_hash);
+        let mut own = s.log.own();
+        for p in prepared {
+            seq += 1;
+            let hash = p.hash_at(&prev_hash, seq);
+            let record = LogRecord {
+                seq,
+                prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
+                hash,
+                fence,
+                event: p.event,
+            };
+            s.compute_state = project_compute_state(s.compute_state, &record.event);
+            if marks_deletion(&record.event) {
+                s.deletion = DeletionState::Pending;
+            }
+            own.push(record.clone());
+            out.push(record);
+        }
+        drop(own);
+        s.updated_at = now;
+        Ok(out)
+    }
 }
 
 fn info_of(s: &SessionState) -> SessionInfo {
@@ -194,42 +255,30 @@ impl Journal for MemoryJournal {
             .into_iter()
             .map(PreparedEvent::new)
             .collect::<Result<Vec<_>>>()?;
-        let now = Timestamp::now();
         let mut state = self.lock();
-        let (head, head_hash) = state
-            .sessions
-            .get(session)
-            .map(|s| s.log.head())
-            .unwrap_or_default();
-        let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
-        rules::check_append(session, expected_last_seq, head, fence, current_fence)?;
-        if prepared.is_empty() {
-            return Ok(Vec::new());
-        }
-        let s = self.ensure_session(&mut state, session, now);
-        let mut out = Vec::with_capacity(prepared.len());
-        let (mut seq, mut prev_hash) = (head, head_hash);
-        let mut own = s.log.own();
-        for p in prepared {
-            seq += 1;
-            let hash = p.hash_at(&prev_hash, seq);
-            let record = LogRecord {
-                seq,
-                prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
-                hash,
-                fence,
-                event: p.event,
-            };
-            s.compute_state = project_compute_state(s.compute_state, &record.event);
-            if marks_deletion(&record.event) {
-                s.deletion = DeletionState::Pending;
-            }
-            own.push(record.clone());
-            out.push(record);
-        }
-        drop(own);
-        s.updated_at = now;
-        Ok(out)
+        self.append_locked(
+            &mut state,
+            session,
+            expected_last_seq,
+            Some(fence),
+            prepared,
+        )
+    }
+
+    async fn append_batch_fencing(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        rules::check_session_uid(session)?;
+        rules::check_fencing_batch(session, events.len())?;
+        let prepared = events
+            .into_iter()
+            .map(PreparedEvent::new)
+            .collect::<Result<Vec<_>>>()?;
+        let mut state = self.lock();
+        self.append_locked(&mut state, session, expected_last_seq, None, prepared)
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {

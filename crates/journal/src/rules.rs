@@ -45,6 +45,16 @@ pub fn check_append(
     Ok(())
 }
 
+/// A fencing append opens an incarnation with at least one record.
+pub fn check_fencing_batch(session: &str, events: usize) -> Result<()> {
+    if events == 0 {
+        return Err(JournalError::InvalidArgument(format!(
+            "a fencing append on session {session} needs at least one event"
+        )));
+    }
+    Ok(())
+}
+
 /// A fork point must be a committed record of the parent: `1..=head`.
 pub fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
     if at_seq < 1 || at_seq > head {

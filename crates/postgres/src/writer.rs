@@ -49,7 +49,8 @@ pub(crate) enum Command {
     Append {
         session: String,
         expected_last_seq: i64,
-        fence: i64,
+        /// The writer's fence, or `None` to mint the next one in the same transaction.
+        fence: Option<i64>,
         events: Vec<PreparedEvent>,
         ack: Ack<Vec<LogRecord>>,
     },
@@ -77,8 +78,9 @@ impl Command {
 /// What one command did inside a batch, before the batch commits.
 #[derive(Debug)]
 enum Outcome {
-    /// The appended records' envelopes `(seq, prev_hash, hash)`, in order.
-    Appended(Vec<(i64, String, String)>),
+    /// The fence the records were written with, and their envelopes `(seq, prev_hash, hash)`
+    /// in order.
+    Appended(i64, Vec<(i64, String, String)>),
     Fence(i64),
     Put,
     Refused(JournalError),
@@ -253,12 +255,7 @@ fn unconnected(e: &JournalError) -> JournalError {
 fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
     for (cmd, outcome) in commands.into_iter().zip(outcomes) {
         match (cmd, outcome) {
-            (
-                Command::Append {
-                    events, fence, ack, ..
-                },
-                Outcome::Appended(envelopes),
-            ) => {
+            (Command::Append { events, ack, .. }, Outcome::Appended(fence, envelopes)) => {
                 let records = events
                     .into_iter()
                     .zip(envelopes)
@@ -520,23 +517,35 @@ fn apply<'a>(
         } => {
             let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
             let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
-            if let Err(e) =
-                rules::check_append(session, *expected_last_seq, seq, *fence, current_fence)
-            {
+            let checked = match fence {
+                Some(fence) => {
+                    rules::check_append(session, *expected_last_seq, seq, *fence, current_fence)
+                }
+                // Minting: only the cursor is checked, before the fence moves.
+                None => rules::check_append(session, *expected_last_seq, seq, current_fence, 0),
+            };
+            if let Err(e) = checked {
                 return Outcome::Refused(e);
             }
             if prepared.is_empty() {
-                return Outcome::Appended(Vec::new());
+                return Outcome::Appended(fence.unwrap_or(current_fence), Vec::new());
             }
             let Some(slot) = slots.get_mut(session) else {
                 return missing_row();
+            };
+            let fence = match fence {
+                Some(fence) => *fence,
+                None => {
+                    slot.row.fence += 1;
+                    slot.row.fence
+                }
             };
             let mut state = slot.row.compute();
             let mut envelopes = Vec::with_capacity(prepared.len());
             for p in prepared {
                 seq += 1;
                 let hash = p.hash_at(&prev_hash, seq);
-                events.push(session, seq, &prev_hash, &hash, *fence, &p.blob);
+                events.push(session, seq, &prev_hash, &hash, fence, &p.blob);
                 state = project_compute_state(state, &p.event);
                 if marks_deletion(&p.event)
                     && !DeletionState::parse(&slot.row.deletion_state).is_deleted()
@@ -552,7 +561,7 @@ fn apply<'a>(
             heads.insert(session.to_owned(), (seq, prev_hash));
             touch(slot, now, default_project);
             slot.row.compute_state = state.as_str().to_owned();
-            Outcome::Appended(envelopes)
+            Outcome::Appended(fence, envelopes)
         }
         Command::NewFence { .. } => {
             let Some(slot) = slots.get_mut(session) else {

@@ -390,7 +390,29 @@ impl Journal for SqliteJournal {
         self.send(|ack| Command::Append {
             session: session.to_owned(),
             expected_last_seq,
-            fence,
+            fence: Some(fence),
+            events,
+            ack,
+        })
+        .await
+    }
+
+    async fn append_batch_fencing(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        rules::check_session_uid(session)?;
+        rules::check_fencing_batch(session, events.len())?;
+        let events = events
+            .into_iter()
+            .map(PreparedEvent::new)
+            .collect::<Result<Vec<_>>>()?;
+        self.send(|ack| Command::Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence: None,
             events,
             ack,
         })

@@ -61,7 +61,8 @@ pub(crate) enum Command {
     Append {
         session: String,
         expected_last_seq: i64,
-        fence: i64,
+        /// The writer's fence, or `None` to mint the next one in the same commit.
+        fence: Option<i64>,
         events: Vec<PreparedEvent>,
         ack: Ack<Vec<LogRecord>>,
     },
@@ -550,7 +551,10 @@ impl Writer {
                 fence,
                 events,
                 ack,
-            } => Done::Append(ack, self.append(&session, expected_last_seq, fence, events)),
+            } => Done::Append(
+                ack,
+                self.append(&session, expected_last_seq, fence, events, now),
+            ),
             Command::NewFence { session, ack } => {
                 let fence = new_fence(conn, &session, now, project);
                 if let (Ok(fence), Some(head)) = (&fence, self.heads.get_mut(&session)) {
@@ -581,24 +585,43 @@ impl Writer {
         }
     }
 
+    /// An append with the writer's `fence`, or (`None`) one that mints the next fence in the same
+    /// savepoint, only once the CAS check passed.
     fn append(
         &mut self,
         session: &str,
         expected_last_seq: i64,
-        fence: i64,
+        fence: Option<i64>,
         events: Vec<PreparedEvent>,
+        now: i64,
     ) -> Result<Vec<LogRecord>> {
         let conn = &self.conn;
+        let project = self.default_project.as_str();
         let head = cached_head(&mut self.heads, conn, session)?;
-        rules::check_append(session, expected_last_seq, head.seq, fence, head.fence)?;
+        match fence {
+            Some(fence) => {
+                rules::check_append(session, expected_last_seq, head.seq, fence, head.fence)?;
+            }
+            None => rules::check_append(session, expected_last_seq, head.seq, head.fence, 0)?,
+        }
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let appended = atomically(conn, events.len(), || {
+        let writes = events.len() + usize::from(fence.is_none());
+        let appended = atomically(conn, writes, || {
+            let fence = match fence {
+                Some(fence) => fence,
+                None => new_fence(conn, session, now, project)?,
+            };
             insert_records(conn, session, expected_last_seq, head, fence, events)
         });
         match appended {
             Ok(records) => {
+                if fence.is_none()
+                    && let Some(first) = records.first()
+                {
+                    head.fence = first.fence;
+                }
                 match self.touched.get_mut(session) {
                     Some(state) => *state = head.state,
                     None => drop(self.touched.insert(session.to_owned(), head.state)),
