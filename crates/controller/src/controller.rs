@@ -1,6 +1,7 @@
 //! [`Controller`]: the single writer of one session's turns (semantics §2.4, §3.3–§3.5, §5.5).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
@@ -90,7 +91,12 @@ pub struct Controller {
     harness: Arc<dyn Harness>,
     model: Arc<dyn ModelProvider>,
     session: String,
-    fence: i64,
+    /// The incarnation's fence; shared by clones so a fence minted by [`Controller::exec`]'s
+    /// opening commit is the one every later append of this controller uses.
+    fence: Arc<AtomicI64>,
+    /// Mint the fence in the opening commit of [`Controller::exec`] (see
+    /// [`Controller::minting_fence`]).
+    mint_on_open: bool,
     registry_name: String,
     tools: Option<Arc<dyn ToolExecutor>>,
     observer: Option<Arc<dyn Observer>>,
@@ -130,7 +136,8 @@ impl Controller {
             harness,
             model,
             session: session.into(),
-            fence: 0,
+            fence: Arc::new(AtomicI64::new(0)),
+            mint_on_open: false,
             registry_name: String::new(),
             tools: None,
             observer: None,
@@ -145,9 +152,25 @@ impl Controller {
 
     /// Appends with `fence` (minted by [`Journal::new_fence`] for this incarnation).
     #[must_use]
-    pub fn with_fence(mut self, fence: i64) -> Self {
-        self.fence = fence;
+    pub fn with_fence(self, fence: i64) -> Self {
+        self.fence.store(fence, Ordering::SeqCst);
         self
+    }
+
+    /// [`Controller::exec`] mints this incarnation's fence in the same commit as its opening
+    /// records ([`Journal::append_batch_fencing`]) instead of using one minted before: one
+    /// durable commit fewer per turn, and a caller whose cursor is stale changes nothing, so it
+    /// can never supersede the writer that won the head. [`Controller::fence`] tells the
+    /// minted value afterwards.
+    #[must_use]
+    pub fn minting_fence(mut self) -> Self {
+        self.mint_on_open = true;
+        self
+    }
+
+    /// The fence this controller appends with (0 before one was set or minted).
+    pub fn fence(&self) -> i64 {
+        self.fence.load(Ordering::SeqCst)
     }
 
     /// The registry name the harness is served under (recorded in EXECUTION_START and checked
@@ -274,7 +297,7 @@ impl Controller {
         SinkContext {
             journal: Arc::clone(&self.journal),
             session: self.session.clone(),
-            fence: self.fence,
+            fence: self.fence(),
             journal_execution_id: journal_execution_id.to_owned(),
             wire_execution_id: wire_execution_id.to_owned(),
             observer: self.observer.clone(),
@@ -349,10 +372,20 @@ impl Controller {
         }));
         // One durable commit for the marker and its inputs: a crash can never leave an
         // incomplete invocation behind.
-        let opened = self
-            .journal
-            .append_batch(&self.session, expected, self.fence, events)
-            .await?;
+        let opened = if self.mint_on_open {
+            let opened = self
+                .journal
+                .append_batch_fencing(&self.session, expected, events)
+                .await?;
+            if let Some(first) = opened.first() {
+                self.fence.store(first.fence, Ordering::SeqCst);
+            }
+            opened
+        } else {
+            self.journal
+                .append_batch(&self.session, expected, self.fence(), events)
+                .await?
+        };
         self.notify(&opened);
         let start = Start {
             execution_id: execution_id.clone(),
@@ -405,7 +438,7 @@ impl Controller {
         let head = self.journal.head(&self.session).await?;
         let records = self
             .journal
-            .append_batch(&self.session, head, self.fence, events)
+            .append_batch(&self.session, head, self.fence(), events)
             .await?;
         self.notify(&records);
         Ok(records)
@@ -490,7 +523,7 @@ impl Controller {
                             .with_execution(journal_execution_id.to_owned());
                             let record = self
                                 .journal
-                                .append(&self.session, state.head, self.fence, done)
+                                .append(&self.session, state.head, self.fence(), done)
                                 .await?;
                             self.notify(std::slice::from_ref(&record));
                             outcome.records.push(record);
@@ -767,7 +800,7 @@ impl Controller {
             .with_execution(gate.execution_id.clone());
             let record = self
                 .journal
-                .append(&self.session, scan.head, self.fence, request)
+                .append(&self.session, scan.head, self.fence(), request)
                 .await?;
             self.notify(std::slice::from_ref(&record));
             let mut park = gate.park_ref();

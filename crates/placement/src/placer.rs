@@ -2,14 +2,16 @@
 //! (semantics §2.3, §4, §5.2 step 4, extensions §3 and §5).
 //!
 //! ```text
-//! exec    guard ─ checks ─ gate ─ create ─ dial ─ re-gate ─ instance ─ fence ─ Controller::exec
+//! exec    guard ─ checks ─ gate ─ create ─ dial ─ re-gate ─ instance ─ Controller::exec (fence minted in its opening commit)
 //! resume  guard ─ route ─ park? ─ gate ─ restore ─ dial ─ re-gate ─ instance ─ fence ─ resume ─ RESUME
 //! suspend route ─ guard ─ snapshot(EXTERNAL) ─ fence ─ SUSPEND{ref}
 //! fork    gate ─ [memory: fence ─ snapshot ─ SUSPEND at at_seq] ─ N × (runtime fork ─ prefix ─ FORK)
 //! ```
 //!
 //! One fence is minted per Exec/Resume invocation and bound to both the incarnation and the
-//! controller, so any later writer supersedes it mid flight. Nothing is provisioned or journaled
+//! controller, so any later writer supersedes it mid flight. An Exec mints it in the same commit
+//! as the turn's opening records, after their cursor check, so a caller that lost the race to
+//! the head never supersedes the one that won it. Nothing is provisioned or journaled
 //! before the admission gate passes.
 
 use std::collections::BTreeMap;
@@ -493,22 +495,25 @@ impl Placer {
             .map_err(runtime_err(RuntimeOp::Create, uid))?;
         let harness = self.dial(&route, &incarnation, deadline).await?;
         Self::check_instance(uid, &route.name, &records, &incarnation)?;
-        let fence = self.journal.new_fence(uid).await?;
-        incarnation.fence_token = fence;
         let observer = Arc::new(Tracked {
             inner: call.observer.clone(),
             held,
         });
-        let controller = self.controller(
-            &route.name,
-            harness,
-            uid,
-            fence,
-            &incarnation.compute_instance,
-            observer,
-        );
+        // The incarnation's fence is minted in the turn's opening commit, after its cursor
+        // check: a caller that lost the race to the head changes nothing, not even the fence.
+        let controller = self
+            .controller(
+                &route.name,
+                harness,
+                uid,
+                0,
+                &incarnation.compute_instance,
+                observer,
+            )
+            .minting_fence();
         match controller.exec(call.request).await {
             Err(ControllerError::Parked(park)) => {
+                incarnation.fence_token = controller.fence();
                 drop(controller);
                 self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
                     .await?;
