@@ -334,6 +334,22 @@ impl Controller {
     pub async fn exec(&self, request: ExecRequest) -> Result<TurnOutcome> {
         self.require_session()?;
         let records = self.read_all().await?;
+        self.exec_on(request, records).await
+    }
+
+    /// [`Controller::exec`] on `records`, the session's whole log as the caller just read it
+    /// (a host that read it for its own checks saves the second read). Records older than the
+    /// head cost nothing but the turn: its opening commit is made at their last seq (or at
+    /// `expected_last_seq`), so a log that moved since is a conflict and nothing is written.
+    ///
+    /// # Errors
+    /// As [`Controller::exec`].
+    pub async fn exec_on(
+        &self,
+        request: ExecRequest,
+        records: Vec<LogRecord>,
+    ) -> Result<TurnOutcome> {
+        self.require_session()?;
         ExecutionLog::read(&records)?;
         let scan = ApprovalScan::scan(&records, 0)?;
         if let Some(gate) = scan.selected()

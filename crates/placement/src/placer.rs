@@ -511,7 +511,7 @@ impl Placer {
                 observer,
             )
             .minting_fence();
-        match controller.exec(call.request).await {
+        match controller.exec_on(call.request, records).await {
             Err(ControllerError::Parked(park)) => {
                 incarnation.fence_token = controller.fence();
                 drop(controller);
