@@ -250,11 +250,7 @@ impl Journal for MemoryJournal {
         fence: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        let prepared = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
+        let prepared = rules::prepare_batch(session, events, false)?;
         let mut state = self.lock();
         self.append_locked(
             &mut state,
@@ -271,12 +267,7 @@ impl Journal for MemoryJournal {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        rules::check_fencing_batch(session, events.len())?;
-        let prepared = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
+        let prepared = rules::prepare_batch(session, events, true)?;
         let mut state = self.lock();
         self.append_locked(&mut state, session, expected_last_seq, None, prepared)
     }

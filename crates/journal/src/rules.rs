@@ -1,8 +1,9 @@
 //! The journal rules every backend shares, so the semantics cannot drift between them.
 
-use agentsessions_api::{CallerIdentity, DeletionState, Timestamp};
+use agentsessions_api::{CallerIdentity, DeletionState, Event, Timestamp};
 use rand::RngCore as _;
 
+use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::journal::{
     HarnessRow, HarnessState, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
@@ -45,14 +46,24 @@ pub fn check_append(
     Ok(())
 }
 
-/// A fencing append opens an incarnation with at least one record.
-pub fn check_fencing_batch(session: &str, events: usize) -> Result<()> {
-    if events == 0 {
+/// Checks an append's session uid (and, for a fencing append, that it opens with at least one
+/// record) and canonicalizes its events, before anything reaches a backend's writer.
+///
+/// # Errors
+/// [`JournalError::InvalidArgument`] for an empty uid or an empty fencing batch; the first
+/// event's [`PreparedEvent::new`] error.
+pub fn prepare_batch(
+    session: &str,
+    events: Vec<Event>,
+    fencing: bool,
+) -> Result<Vec<PreparedEvent>> {
+    check_session_uid(session)?;
+    if fencing && events.is_empty() {
         return Err(JournalError::InvalidArgument(format!(
             "a fencing append on session {session} needs at least one event"
         )));
     }
-    Ok(())
+    events.into_iter().map(PreparedEvent::new).collect()
 }
 
 /// A fork point must be a committed record of the parent: `1..=head`.

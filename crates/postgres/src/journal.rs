@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
-use agentsessions_journal::chain::{PreparedEvent, decode_event};
+use agentsessions_journal::chain::decode_event;
 use agentsessions_journal::lineage::{self, PrefixLink, Segment};
 use agentsessions_journal::page_token::PageCursor;
 use agentsessions_journal::projection::fixed_state;
@@ -110,6 +110,25 @@ impl PostgresJournal {
     /// The schema this journal uses, quoted.
     pub fn schema(&self) -> &str {
         &self.target.schema
+    }
+
+    /// An append with the writer's `fence`, or minting the next one (`None`).
+    async fn append_with(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        let events = rules::prepare_batch(session, events, fence.is_none())?;
+        self.send(|ack| Command::Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence,
+            events,
+            ack,
+        })
+        .await
     }
 
     async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
@@ -341,19 +360,8 @@ impl Journal for PostgresJournal {
         fence: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        let events = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
-            expected_last_seq,
-            fence: Some(fence),
-            events,
-            ack,
-        })
-        .await
+        self.append_with(session, expected_last_seq, Some(fence), events)
+            .await
     }
 
     async fn append_batch_fencing(
@@ -362,20 +370,8 @@ impl Journal for PostgresJournal {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        rules::check_fencing_batch(session, events.len())?;
-        let events = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
-            expected_last_seq,
-            fence: None,
-            events,
-            ack,
-        })
-        .await
+        self.append_with(session, expected_last_seq, None, events)
+            .await
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {

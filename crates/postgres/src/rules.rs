@@ -5,8 +5,8 @@
 use agentsessions_journal::{JournalError, Result};
 
 pub(crate) use agentsessions_journal::rules::{
-    check_append, check_fencing_batch, check_fork_seq, check_owner_filter, check_reclaimable,
-    check_session_uid, owner_after, page_of, read_window, register_decision, retire,
+    check_append, check_fork_seq, check_owner_filter, check_reclaimable, check_session_uid,
+    owner_after, page_of, prepare_batch, read_window, register_decision, retire,
 };
 
 /// A shared-prefix child's lineage is where its records come from, so a metadata write may

@@ -19,9 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::schema::{SCHEMA_VERSION, schema_version_of};
 use self::writer::{Command, Syncer, Watermark, Writer};
-use crate::chain::{
-    ChainFault, ChainSummary, ChainVerifier, PreparedEvent, RawRecord, decode_event,
-};
+use crate::chain::{ChainFault, ChainSummary, ChainVerifier, RawRecord, decode_event};
 use crate::error::{JournalError, Result};
 use crate::journal::{
     DEFAULT_PROJECT, HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
@@ -193,6 +191,25 @@ impl SqliteJournal {
     /// The file this journal writes.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// An append with the writer's `fence`, or minting the next one (`None`).
+    async fn append_with(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        let events = rules::prepare_batch(session, events, fence.is_none())?;
+        self.send(|ack| Command::Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence,
+            events,
+            ack,
+        })
+        .await
     }
 
     async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
@@ -382,19 +399,8 @@ impl Journal for SqliteJournal {
         fence: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        let events = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
-            expected_last_seq,
-            fence: Some(fence),
-            events,
-            ack,
-        })
-        .await
+        self.append_with(session, expected_last_seq, Some(fence), events)
+            .await
     }
 
     async fn append_batch_fencing(
@@ -403,20 +409,8 @@ impl Journal for SqliteJournal {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        rules::check_session_uid(session)?;
-        rules::check_fencing_batch(session, events.len())?;
-        let events = events
-            .into_iter()
-            .map(PreparedEvent::new)
-            .collect::<Result<Vec<_>>>()?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
-            expected_last_seq,
-            fence: None,
-            events,
-            ack,
-        })
-        .await
+        self.append_with(session, expected_last_seq, None, events)
+            .await
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {
