@@ -430,20 +430,31 @@ subject = \"alice\"
     assert!(reclaimed, "the deleted session was never reclaimed");
 }
 
-// The link to a remote harness over mutual TLS: the daemon verifies the harness's certificate
-// and presents its own (`[harness_tls]`); a daemon that speaks cleartext to it, or has no
-// client certificate, gets no turn out of it.
-#[test]
-fn a_remote_harness_over_mutual_tls() {
+/// An echo harness served over mutual TLS (on a runtime the caller keeps), and a directory
+/// holding the link's CA (`link-ca.pem`) and this host's certificate (`host.pem`, `host.key`).
+fn echo_over_mtls() -> (
+    tokio::runtime::Runtime,
+    agentsessions_conformance::MtlsLink,
+    tempfile::TempDir,
+) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let link = runtime.block_on(agentsessions_conformance::MtlsLink::serve(
         std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
     ));
     let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "link-ca.pem", &link.ca_pem);
+    write(dir.path(), "host.pem", &link.client_pem.0);
+    write(dir.path(), "host.key", &link.client_pem.1);
+    (runtime, link, dir)
+}
+
+// The link to a remote harness over mutual TLS: the daemon verifies the harness's certificate
+// and presents its own (`[harness_tls]`); a daemon that speaks cleartext to it, or has no
+// client certificate, gets no turn out of it.
+#[test]
+fn a_remote_harness_over_mutual_tls() {
+    let (_runtime, link, dir) = echo_over_mtls();
     let d = dir.path();
-    write(d, "link-ca.pem", &link.ca_pem);
-    write(d, "host.pem", &link.client_pem.0);
-    write(d, "host.key", &link.client_pem.1);
     let base = format!(
         "journal = \"j.db\"\nmodel = \"echo\"\nharness = [\"far=127.0.0.1:{}\"]\n",
         link.port
@@ -497,15 +508,8 @@ fn a_remote_harness_over_mutual_tls() {
 // A harness registered at run time is dialed over the same `[harness_tls]` link settings.
 #[test]
 fn a_registered_harness_over_mutual_tls() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let link = runtime.block_on(agentsessions_conformance::MtlsLink::serve(
-        std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
-    ));
-    let dir = tempfile::tempdir().unwrap();
+    let (_runtime, link, dir) = echo_over_mtls();
     let d = dir.path();
-    write(d, "link-ca.pem", &link.ca_pem);
-    write(d, "host.pem", &link.client_pem.0);
-    write(d, "host.key", &link.client_pem.1);
     let spec = write(
         d,
         "spec.json",
