@@ -118,3 +118,42 @@ async fn an_unknown_deletion_state_fails_closed() {
     assert!(j.pending_deletions(10).await.unwrap().is_empty());
     j.close().await;
 }
+
+// extensions §2: an owner-filtered listing is a range scan of the owner index in the listing's
+// order, not a scan of every session filtered afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_listing_reads_the_owner_index() {
+    let schema = TestSchema::new().await;
+    let j = schema.journal().await;
+    j.close().await;
+    let db = admin().await;
+    let sessions = schema.table("sessions");
+    db.batch_execute(&format!(
+        "INSERT INTO {sessions} (session, project, created_at, owner_issuer, owner_subject)
+         SELECT 's' || i, 'p', i, 'https://idp.test', 'user' || (i % 50)
+         FROM generate_series(1, 5000) AS i;
+         ANALYZE {sessions};"
+    ))
+    .await
+    .unwrap();
+    let plan: Vec<String> = db
+        .query(
+            &format!(
+                "EXPLAIN SELECT session FROM {sessions} s
+                 WHERE s.owner_issuer = 'https://idp.test' AND s.owner_subject = 'user7'
+                   AND s.project = 'p'
+                   AND s.created_at <= 9223372036854775807
+                   AND (s.created_at < 9223372036854775807 OR s.session > '')
+                 ORDER BY s.created_at DESC, s.session ASC LIMIT 51"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("sessions_owner_created"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+}
