@@ -136,6 +136,13 @@ fn main() {
             Arc::new(SqliteJournal::open(dir.path().join("replay.db")).unwrap());
         replay("replay, SQLite journal", sqlite, replay_turns).await;
         let (long, window) = if quick { (100, 20) } else { (2_000, 100) };
+        long_session(
+            "turn, long session, memory",
+            Arc::new(MemoryJournal::new()),
+            long,
+            window,
+        )
+        .await;
         let sqlite: Arc<dyn Journal> =
             Arc::new(SqliteJournal::open(dir.path().join("long.db")).unwrap());
         long_session("turn, long session, SQLite", sqlite, long, window).await;
