@@ -143,13 +143,33 @@ impl Gate {
         .await
     }
 
-    async fn check(&self, request: AuthorizationRequest) -> Result<()> {
-        let Some(authorizer) = &self.authorizer else {
-            return Ok(());
+    /// Whether the policy allows a global action, a denial being an answer rather than an
+    /// error (and not logged): for a listing, which asks for every owner first and falls back
+    /// to the caller's own sessions.
+    ///
+    /// # Errors
+    /// [`ServerError::AuthorizationFailed`] when the policy fails without deciding.
+    pub(crate) async fn allows_global(
+        &self,
+        call: &Call,
+        action: Action,
+        owner: CallerIdentity,
+    ) -> Result<bool> {
+        let request = AuthorizationRequest {
+            owner,
+            ..AuthorizationRequest::global(call.caller.clone(), action, call.method)
         };
-        match authorizer.authorize(&request).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ApiErrorKind::PermissionDenied) => {
+        match self.decide(&request).await {
+            Decision::Allowed => Ok(true),
+            Decision::Denied => Ok(false),
+            Decision::Failed => Err(ServerError::AuthorizationFailed),
+        }
+    }
+
+    async fn check(&self, request: AuthorizationRequest) -> Result<()> {
+        match self.decide(&request).await {
+            Decision::Allowed => Ok(()),
+            Decision::Denied => {
                 tracing::info!(
                     action = request.action.as_str(),
                     method = request.method,
@@ -157,8 +177,27 @@ impl Gate {
                 );
                 Err(ServerError::PermissionDenied(request.action))
             }
-            // The policy logs its own failures; the caller learns only that it failed.
-            Err(_) => Err(ServerError::AuthorizationFailed),
+            Decision::Failed => Err(ServerError::AuthorizationFailed),
         }
     }
+
+    async fn decide(&self, request: &AuthorizationRequest) -> Decision {
+        let Some(authorizer) = &self.authorizer else {
+            return Decision::Allowed;
+        };
+        match authorizer.authorize(request).await {
+            Ok(()) => Decision::Allowed,
+            Err(e) if e.is(ApiErrorKind::PermissionDenied) => Decision::Denied,
+            // The policy logs its own failures; the caller learns only that it failed.
+            Err(_) => Decision::Failed,
+        }
+    }
+}
+
+/// A policy's answer.
+enum Decision {
+    Allowed,
+    Denied,
+    /// The policy failed without deciding.
+    Failed,
 }

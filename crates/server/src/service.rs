@@ -169,20 +169,17 @@ impl Inner {
         if !self.gate.enforcing() {
             return Ok(None);
         }
-        match self
+        if self
             .gate
-            .global(call, Action::List, CallerIdentity::default())
-            .await
+            .allows_global(call, Action::List, CallerIdentity::default())
+            .await?
         {
-            Ok(()) => Ok(None),
-            Err(ServerError::PermissionDenied(_)) => {
-                self.gate
-                    .global(call, Action::List, call.caller.clone())
-                    .await?;
-                Ok(Some(call.caller.clone()))
-            }
-            Err(e) => Err(e),
+            return Ok(None);
         }
+        self.gate
+            .global(call, Action::List, call.caller.clone())
+            .await?;
+        Ok(Some(call.caller.clone()))
     }
 
     /// The session's info and log tail, refusing a session pending deletion (extensions §3):
