@@ -408,7 +408,7 @@ impl Controller {
             model: default_model.clone(),
             session_uid: self.session.clone(),
             config: request.config,
-            history: history_for(&descriptor, &shared_history(&records), records.len()),
+            history: history_of_log(&descriptor, records),
             inputs: request.inputs,
             identity: self.identity.clone(),
             resume_from_seq: request.resume_from_seq,
@@ -903,6 +903,16 @@ fn history_for(descriptor: &Descriptor, log: &History, len: usize) -> History {
         return History::default();
     }
     log.prefix(len)
+}
+
+/// A new turn's history: the whole log's events, moved out of `records` rather than copied (a
+/// long session's log is the turn's biggest cost); none for a harness that keeps its state in
+/// memory.
+fn history_of_log(descriptor: &Descriptor, records: Vec<LogRecord>) -> History {
+    if descriptor.capabilities.resumability == Resumability::RequiresMemorySnapshot {
+        return History::default();
+    }
+    records.into_iter().map(|r| r.event).collect()
 }
 
 /// One shared copy of the log's events; every execution's history is a prefix of it.
