@@ -98,17 +98,25 @@ pub fn record_line(record: &pb::LogRecord) -> String {
         .to_owned()
 }
 
-/// One session as `uid last_seq=N compute=LIVE harness=echo name=x` (the `list` line).
+/// One session as `uid last_seq=N compute=LIVE harness=echo name=x` (the `list` line), with
+/// ` owner=<subject>` for an owned session and ` deletion=PENDING` for one being deleted.
 pub fn session_line(session: &pb::Session) -> String {
     let name = session.metadata.as_ref().map_or("", |m| m.name.as_str());
-    format!(
+    let mut line = format!(
         "{} last_seq={} compute={} harness={} name={}",
         uid_of(session),
         session.last_seq,
         compute_name(session),
         session.harness,
         name
-    )
+    );
+    if let Some(owner) = session.owner.as_ref().filter(|o| !o.subject.is_empty()) {
+        line.push_str(&format!(" owner={}", owner.subject));
+    }
+    if session.deletion_state == pb::DeletionState::DeletionPending as i32 {
+        line.push_str(" deletion=PENDING");
+    }
+    line
 }
 
 /// A session in detail (the `get` view).
@@ -168,4 +176,36 @@ pub fn record_json(record: &pb::LogRecord) -> String {
         "{{\"seq\":{},\"prev_hash\":\"{}\",\"hash\":\"{}\",\"event\":{event}}}",
         record.seq, record.prev_hash, record.content_hash
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_line_names_the_owner_and_a_pending_deletion() {
+        let mut session = pb::Session {
+            metadata: Some(pb::ResourceMetadata {
+                uid: "s1".into(),
+                name: "notes".into(),
+                ..pb::ResourceMetadata::default()
+            }),
+            harness: "echo".into(),
+            last_seq: 5,
+            ..pb::Session::default()
+        };
+        let plain = session_line(&session);
+        assert!(plain.starts_with("s1 last_seq=5 "), "{plain}");
+        assert!(plain.ends_with("harness=echo name=notes"), "{plain}");
+        session.owner = Some(pb::CallerIdentity {
+            issuer: "https://idp".into(),
+            subject: "alice".into(),
+        });
+        session.deletion_state = pb::DeletionState::DeletionPending as i32;
+        assert!(
+            session_line(&session).ends_with("name=notes owner=alice deletion=PENDING"),
+            "{}",
+            session_line(&session)
+        );
+    }
 }

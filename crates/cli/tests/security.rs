@@ -327,7 +327,11 @@ subject = \"alice\"
     assert!(ran.contains("echo:hello"), "{ran}");
     let shown = stdout(&as_caller(d, server, &alice, &["get", "--session", &uid]));
     assert!(shown.contains("owner     alice"), "{shown}");
-    assert!(stdout(&as_caller(d, server, &alice, &["list"])).contains(&uid));
+    let listed = stdout(&as_caller(d, server, &alice, &["list"]));
+    assert!(
+        listed.contains(&uid) && listed.contains("owner=alice"),
+        "{listed}"
+    );
 
     // bob: not allowed to create, sees none of alice's sessions, cannot read or run hers.
     assert!(!stdout(&as_caller(d, server, &bob, &["list"])).contains(&uid));
@@ -406,6 +410,8 @@ subject = \"alice\"
     ));
     let shown = stdout(&as_caller(d, server, &alice, &["get", "--session", &uid]));
     assert!(shown.contains("deletion  PENDING"), "{shown}");
+    let listed = stdout(&as_caller(d, server, &alice, &["list"]));
+    assert!(listed.contains("deletion=PENDING"), "{listed}");
     assert!(
         !as_caller(d, server, &alice, &["exec", "--session", &uid, "more"])
             .status
