@@ -29,7 +29,9 @@ use crate::page_token::PageCursor;
 use crate::record::LogRecord;
 use crate::rules;
 
-/// Read connections kept open; more concurrent readers open temporary ones.
+/// Read connections, all kept open; a read waits for a free one rather than opening another
+/// (opening one parses the schema and prepares every statement again, which under many
+/// concurrent sessions cost more than the reads themselves).
 const READ_POOL: usize = 4;
 
 /// Rows [`SqliteJournal::verify_session`] reads ahead of the hashing.
@@ -93,6 +95,8 @@ pub struct SqliteJournal {
     path: PathBuf,
     writer: mpsc::Sender<Command>,
     readers: Arc<Mutex<Vec<Connection>>>,
+    /// One permit per connection in `readers`.
+    read_permits: Arc<tokio::sync::Semaphore>,
     default_project: String,
     durability: Durability,
     watermark: Arc<Watermark>,
@@ -175,6 +179,7 @@ impl SqliteJournal {
             path,
             writer: tx,
             readers: Arc::new(Mutex::new(readers)),
+            read_permits: Arc::new(tokio::sync::Semaphore::new(READ_POOL)),
             default_project: options.default_project,
             durability,
             watermark,
@@ -232,23 +237,26 @@ impl SqliteJournal {
         let path = self.path.clone();
         let watermark =
             (self.durability == Durability::Pipelined).then(|| Arc::clone(&self.watermark));
+        let permit = Arc::clone(&self.read_permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| JournalError::Closed)?;
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let pooled = pool
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .pop();
+            // Holding a permit, a connection is free unless one was lost with a panicking
+            // read; that one is replaced.
             let conn = match pooled {
                 Some(c) => c,
                 None => open_reader(&path)?,
             };
             let out = f(&conn);
-            let mut guard = pool
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if guard.len() < READ_POOL {
-                guard.push(conn);
-            }
-            drop(guard);
+            pool.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(conn);
             let out = out?;
             if let Some(watermark) = watermark {
                 watermark.wait_durable()?;
@@ -657,6 +665,32 @@ mod tests {
     }
 
     crate::journal_conformance!(fresh());
+
+    // Many more concurrent reads than pooled connections: they wait their turn for one, all
+    // complete, and the pool is whole afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_beyond_the_pool_wait_for_a_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(super::SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+        journal.new_fence("s").await.unwrap();
+        let mut reads = Vec::new();
+        for _ in 0..(super::READ_POOL * 16) {
+            let journal = Arc::clone(&journal);
+            reads.push(tokio::spawn(async move {
+                journal.session_info("s").await.map(|info| info.fence)
+            }));
+        }
+        for read in reads {
+            assert_eq!(read.await.unwrap().unwrap(), 1);
+        }
+        let pooled = journal
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        assert_eq!(pooled, super::READ_POOL);
+        assert_eq!(journal.read_permits.available_permits(), super::READ_POOL);
+    }
 
     /// The same suite with `synchronous=FULL`.
     mod full {
