@@ -170,9 +170,13 @@ impl Gate {
         match self.decide(&request).await {
             Decision::Allowed => Ok(()),
             Decision::Denied => {
+                // Who was refused what is the audit trail of the policy; no payload is logged.
                 tracing::info!(
                     action = request.action.as_str(),
                     method = request.method,
+                    caller_issuer = %request.caller.issuer,
+                    caller_subject = %request.caller.subject,
+                    session_uid = %request.session_uid,
                     "call denied by the authorization policy"
                 );
                 Err(ServerError::PermissionDenied(request.action))
