@@ -355,6 +355,36 @@ mod tests {
     }
 
     #[test]
+    fn config_files_take_the_reclaimer_interval_and_harness_link_tls() {
+        let parsed: HostConfig = toml::from_str(
+            "reclaim_interval_secs = 0\n[harness_tls]\nca = \"ca.pem\"\ncert = \"me.pem\"\nkey = \"me.key\"\ndomain = \"localhost\"\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(parsed.reclaim_interval_secs, Some(0));
+        let tls = parsed.harness_tls.unwrap_or_default();
+        assert_eq!(tls.ca, std::path::PathBuf::from("ca.pem"));
+        assert_eq!(tls.domain.as_deref(), Some("localhost"));
+        // A misspelt key inside the table is refused too.
+        let bad: Result<HostConfig, _> = toml::from_str("[harness_tls]\nca = \"x\"\ncrt = \"y\"\n");
+        assert!(bad.is_err());
+        // A CA file that cannot be read stops the assembly with the table named.
+        let config = HostConfig {
+            harness: vec!["far=127.0.0.1:1".into()],
+            model: "echo".into(),
+            harness_tls: Some(agentsessions_auth::ClientTlsSettings::new(
+                "/nonexistent/ca.pem",
+            )),
+            ..HostConfig::default()
+        };
+        let journal: Arc<dyn Journal> = Arc::new(agentsessions_journal::MemoryJournal::new());
+        let refused = build_service(journal, &config).map(|_| ());
+        assert!(
+            matches!(&refused, Err(HostError::HarnessTls(why)) if why.contains("/nonexistent/ca.pem")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
     fn config_files_refuse_unknown_keys() {
         let parsed: Result<HostConfig, _> = toml::from_str("journal = \"x.db\"\nmodle = \"gpt\"\n");
         assert!(parsed.is_err());
