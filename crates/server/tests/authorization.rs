@@ -5,6 +5,7 @@
 //! for; owner-filtered listing across pages.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
+mod fixtures;
 #[path = "../../placement/tests/support/mod.rs"]
 mod support;
 
@@ -12,9 +13,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use agentsessions_api::{
-    Action, AuthorizationRequest, Authorizer, CallerIdentity, Capabilities, Descriptor, EventSink,
-    Harness, Mediation, Message, OwnerAllowlistAuthorizer, OwnerAuthorizer, Resumability, Runtime,
-    RuntimeCapabilities, Start, ToolCall,
+    Action, AuthorizationRequest, Authorizer, CallerIdentity, Message, OwnerAllowlistAuthorizer,
+    OwnerAuthorizer, Runtime, RuntimeCapabilities,
 };
 use agentsessions_auth::{Authenticator, BearerToken, JwtVerifier};
 use agentsessions_harnesses::EchoHarness;
@@ -25,6 +25,7 @@ use agentsessions_server::{RegistryService, ServerBuilder, SessionsService};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::harness_registry_client::HarnessRegistryClient;
 use agentsessions_wire::pb::sessions_client::SessionsClient;
+use fixtures::{GatedHarness, uid_of};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use support::{InMemoryTestRuntime, Probe, TestDialer};
 use tokio::net::TcpListener;
@@ -45,37 +46,6 @@ fn bob() -> CallerIdentity {
 }
 fn ops() -> CallerIdentity {
     CallerIdentity::new(ISSUER, "ops")
-}
-
-/// A gated tool call, then an output: parks for an approval.
-#[derive(Debug)]
-struct GatedHarness;
-
-#[async_trait::async_trait]
-impl Harness for GatedHarness {
-    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
-        Ok(Descriptor {
-            id: "gated".into(),
-            version: "1".into(),
-            capabilities: Capabilities {
-                resumability: Resumability::StatelessReplay,
-                ..Capabilities::default()
-            },
-            ..Descriptor::default()
-        })
-    }
-
-    async fn run(&self, _start: &Start, sink: &dyn EventSink) -> agentsessions_api::Result<()> {
-        sink.tool_call(ToolCall {
-            id: "call".into(),
-            tool: "charge".into(),
-            args: None,
-            mediation: Mediation::RequiresApproval,
-            idempotency_key: "k".into(),
-        })
-        .await?;
-        sink.output("continued".into()).await
-    }
 }
 
 /// Allows everything and keeps every request it was asked to decide.
@@ -347,14 +317,6 @@ struct Outcome {
     status: Result<(), Status>,
     /// Session uids the response named.
     disclosed: Vec<String>,
-}
-
-fn uid_of(session: &pb::Session) -> String {
-    session
-        .metadata
-        .as_ref()
-        .map(|m| m.uid.clone())
-        .unwrap_or_default()
 }
 
 async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &str) -> Outcome {

@@ -3,6 +3,7 @@
 //! snapshots, with nothing journaled.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
+mod fixtures;
 #[path = "../../placement/tests/support/mod.rs"]
 mod support;
 
@@ -16,6 +17,7 @@ use agentsessions_placement::DescriptorSource;
 use agentsessions_server::{ServerBuilder, serve_tcp};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_client::SessionsClient;
+use fixtures::uid_of;
 use support::{InMemoryTestRuntime, Probe, TestDialer};
 use tokio::net::TcpListener;
 use tonic::Code;
@@ -51,14 +53,6 @@ async fn start(
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve_tcp(listener, service, std::future::pending()));
     SessionsClient::new(agentsessions_harnesswire::channel(&addr.to_string()).unwrap())
-}
-
-fn uid_of(session: &pb::Session) -> String {
-    session
-        .metadata
-        .as_ref()
-        .map(|m| m.uid.clone())
-        .unwrap_or_default()
 }
 
 async fn turn(client: &mut SessionsClient<Channel>, uid: &str) -> Result<String, tonic::Status> {

@@ -2,13 +2,14 @@
 //! path and the codes of the error table.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
+mod fixtures;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentsessions_api::{
-    Capabilities, Descriptor, EventSink, Harness, Mediation, Message, Resumability,
-    RuntimeCapabilities, Start, ToolCall, ToolResult,
+    Descriptor, EventSink, Harness, Message, RuntimeCapabilities, Start, ToolCall, ToolResult,
 };
 use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::{CounterHarness, EchoHarness};
@@ -22,30 +23,9 @@ use tokio::net::TcpListener;
 use tonic::Code;
 use tonic::transport::Channel;
 
+use fixtures::{GatedHarness, descriptor};
+
 type Client = SessionsClient<Channel>;
-
-/// A gated tool call, then an output: the approval flow's harness.
-#[derive(Debug)]
-struct GatedHarness;
-
-#[async_trait::async_trait]
-impl Harness for GatedHarness {
-    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
-        Ok(descriptor("gated"))
-    }
-
-    async fn run(&self, _start: &Start, sink: &dyn EventSink) -> agentsessions_api::Result<()> {
-        sink.tool_call(ToolCall {
-            id: "call".into(),
-            tool: "charge".into(),
-            args: None,
-            mediation: Mediation::RequiresApproval,
-            idempotency_key: "k".into(),
-        })
-        .await?;
-        sink.output("continued".into()).await
-    }
-}
 
 /// Waits far longer than any test: the turn Cancel stops.
 #[derive(Debug)]
@@ -60,18 +40,6 @@ impl Harness for SlowHarness {
     async fn run(&self, _start: &Start, _sink: &dyn EventSink) -> agentsessions_api::Result<()> {
         tokio::time::sleep(Duration::from_secs(60)).await;
         Ok(())
-    }
-}
-
-fn descriptor(id: &str) -> Descriptor {
-    Descriptor {
-        id: id.into(),
-        version: "1".into(),
-        capabilities: Capabilities {
-            resumability: Resumability::StatelessReplay,
-            ..Capabilities::default()
-        },
-        ..Descriptor::default()
     }
 }
 
