@@ -148,19 +148,36 @@ impl Inner {
         }
     }
 
-    /// Authorizes `actions` on `uid` for `call` against the session's stored owner, before
-    /// anything about the session is disclosed or changed (extensions §2). A session that does
-    /// not exist is checked with no owner, so a refused caller learns nothing about it.
-    async fn authorize_on(&self, call: &Call, actions: &[Action], uid: &str) -> Result<()> {
-        if !self.gate.enforcing() {
-            return Ok(());
+    /// The session `uid`, once `actions` are authorized on it for `call` against its stored
+    /// owner, before anything about it is disclosed or changed (extensions §2). A session that
+    /// does not exist is checked with no owner, so a refused caller cannot tell it from someone
+    /// else's; an allowed one gets `SessionNotFound`.
+    async fn authorized(&self, call: &Call, actions: &[Action], uid: &str) -> Result<SessionInfo> {
+        match self.journal.session_info(uid).await {
+            Ok(info) => {
+                self.also_authorized(call, actions, &info).await?;
+                Ok(info)
+            }
+            Err(JournalError::SessionNotFound(_)) => {
+                self.gate
+                    .session(call, actions, uid, &CallerIdentity::default())
+                    .await?;
+                Err(ServerError::SessionNotFound(uid.to_owned()))
+            }
+            Err(e) => Err(e.into()),
         }
-        let owner = match self.journal.session_info(uid).await {
-            Ok(info) => info.row.owner,
-            Err(JournalError::SessionNotFound(_)) => CallerIdentity::default(),
-            Err(e) => return Err(e.into()),
-        };
-        self.gate.session(call, actions, uid, &owner).await
+    }
+
+    /// Further `actions` an RPC needs on a session it already read (compound permissions).
+    async fn also_authorized(
+        &self,
+        call: &Call,
+        actions: &[Action],
+        info: &SessionInfo,
+    ) -> Result<()> {
+        self.gate
+            .session(call, actions, &info.row.uid, &info.row.owner)
+            .await
     }
 
     /// The owner filter a listing by `call` runs with: none when the policy allows listing every
@@ -182,20 +199,23 @@ impl Inner {
         Ok(Some(call.caller.clone()))
     }
 
-    /// The session's info and log tail, refusing a session pending deletion (extensions §3):
-    /// by its stored state (an unknown one counts as deleted) or by a delete marker at its tail.
-    async fn live_session(&self, uid: &str) -> Result<(SessionInfo, Tail)> {
-        let info = self.info(uid).await?;
+    /// The session's log tail, refusing a session pending deletion (extensions §3): by its
+    /// stored state (an unknown one counts as deleted) or by a delete marker at its tail.
+    async fn live_tail(&self, info: &SessionInfo) -> Result<Tail> {
+        let uid = info.row.uid.as_str();
         let tail = tail(self.journal.as_ref(), uid, info.last_seq).await?;
         if tail.deleted || info.deletion.is_deleted() {
             return Err(ServerError::DeletionPending(uid.to_owned()));
         }
-        Ok((info, tail))
+        Ok(tail)
     }
 
     async fn rendered(&self, uid: &str) -> Result<pb::Session> {
-        let info = self.info(uid).await?;
-        let running = self.placer.is_busy(uid);
+        self.rendered_info(self.info(uid).await?).await
+    }
+
+    async fn rendered_info(&self, info: SessionInfo) -> Result<pb::Session> {
+        let running = self.placer.is_busy(&info.row.uid);
         render(self.journal.as_ref(), info, running).await
     }
 
@@ -239,7 +259,7 @@ impl Inner {
             .map(Message::try_from)
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| ServerError::InvalidArgument(format!("inputs: {e}")))?;
-        let uid = if req.session.is_empty() {
+        let info = if req.session.is_empty() {
             // Auto-creation needs create, and exec on the session the caller would then own.
             self.gate
                 .global(call, Action::Create, CallerIdentity::default())
@@ -253,13 +273,13 @@ impl Inner {
                 harness: req.harness.clone(),
                 ..Session::default()
             };
-            self.create(uid, session, owner).await?
+            let uid = self.create(uid, session, owner).await?;
+            self.info(&uid).await?
         } else {
-            self.authorize_on(call, &[Action::Exec], &req.session)
-                .await?;
-            req.session.clone()
+            self.authorized(call, &[Action::Exec], &req.session).await?
         };
-        let (info, tail) = self.live_session(&uid).await?;
+        let uid = info.row.uid.clone();
+        let tail = self.live_tail(&info).await?;
         // The session frame goes first, before anything can refuse the turn, so even a failed
         // turn tells the client which session it was on (semantics §2.2 step 5).
         send(
@@ -319,7 +339,6 @@ impl Inner {
 
     async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
         let parent = required(&req.session, "session")?;
-        self.authorize_on(call, &[Action::Fork], parent).await?;
         if req.identity.is_some() {
             return Err(ServerError::InvalidArgument(
                 "identity must be unset: fork children carry no per-child principal".into(),
@@ -341,13 +360,13 @@ impl Inner {
                 req.child_names.len()
             )));
         }
-        let info = self.info(parent).await?;
-        if info.deletion.is_deleted() {
-            return Err(ServerError::DeletionPending(parent.to_owned()));
-        }
-        // A fork that checkpoints the parent's memory suspends it too (extensions §2).
+        // Malformed requests are refused above, whoever sends them: that discloses nothing.
+        let info = self.authorized(call, &[Action::Fork], parent).await?;
+        // A fork that checkpoints the parent's memory suspends it too (extensions §2). A parent
+        // pending deletion is refused by the placer.
         if self.gate.enforcing() && self.placer.fork_is_stateful(parent).await? {
-            self.authorize_on(call, &[Action::Suspend], parent).await?;
+            self.also_authorized(call, &[Action::Suspend], &info)
+                .await?;
         }
         let outcome = self
             .placer
@@ -368,8 +387,6 @@ impl Inner {
 
     async fn approve(&self, call: &Call, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
         let uid = required(&req.session, "session")?;
-        self.authorize_on(call, &[Action::Approve, Action::Read], uid)
-            .await?;
         required(&req.execution_id, "execution_id")?;
         required(&req.tool_call_id, "tool_call_id")?;
         if req.request_seq <= 0 {
@@ -382,7 +399,9 @@ impl Inner {
                 "approved must be set: true to approve, false to deny".into(),
             ));
         };
-        self.live_session(uid).await?;
+        self.authorized(call, &[Action::Approve, Action::Read], uid)
+            .await?;
+        // A session pending deletion is refused by the placer.
         let decision = ApprovalDecision {
             execution_id: req.execution_id,
             tool_call_id: req.tool_call_id,
@@ -400,19 +419,19 @@ impl Inner {
 
     async fn suspend(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
-        self.authorize_on(call, &[Action::Suspend], uid).await?;
-        self.live_session(uid).await?;
+        self.authorized(call, &[Action::Suspend], uid).await?;
+        // A session pending deletion is refused by the placer.
         self.placer.suspend(uid).await?;
         self.rendered(uid).await
     }
 
     async fn resume(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "session")?;
-        self.authorize_on(call, &[Action::Resume], uid).await?;
-        self.live_session(uid).await?;
-        // A resume that runs a decided approval's turn on is an exec too (extensions §2).
+        let info = self.authorized(call, &[Action::Resume], uid).await?;
+        // A resume that runs a decided approval's turn on is an exec too (extensions §2). A
+        // session pending deletion is refused by the placer.
         if self.gate.enforcing() && self.placer.resume_drives_effects(uid).await? {
-            self.authorize_on(call, &[Action::Exec], uid).await?;
+            self.also_authorized(call, &[Action::Exec], &info).await?;
         }
         match self
             .placer
@@ -431,8 +450,7 @@ impl Inner {
 
     async fn cancel(&self, call: &Call, req: pb::CancelRequest) -> Result<pb::Session> {
         let uid = required(&req.session, "session")?;
-        self.authorize_on(call, &[Action::Cancel], uid).await?;
-        self.info(uid).await?;
+        self.authorized(call, &[Action::Cancel], uid).await?;
         self.placer
             .cancel(uid, &req.execution_id, &req.reason)
             .await?;
@@ -441,8 +459,7 @@ impl Inner {
 
     async fn delete(&self, call: &Call, uid: &str) -> Result<pb::Session> {
         required(uid, "uid")?;
-        self.authorize_on(call, &[Action::Delete], uid).await?;
-        self.info(uid).await?;
+        self.authorized(call, &[Action::Delete], uid).await?;
         if self.placer.delete(uid).await? {
             // Release its compute now rather than at the next reclaimer pass; a failure leaves
             // it queued for that pass.
@@ -487,8 +504,8 @@ impl Sessions for SessionsService {
         let call = Call::of(&extensions, method::GET);
         traced("GetSession", &metadata, async move {
             let uid = required(&req.uid, "uid")?;
-            inner.authorize_on(&call, &[Action::Read], uid).await?;
-            inner.rendered(uid).await
+            let info = inner.authorized(&call, &[Action::Read], uid).await?;
+            inner.rendered_info(info).await
         })
         .await
     }
@@ -578,10 +595,13 @@ impl Sessions for SessionsService {
         let call = Call::of(&extensions, method::REPLAY);
         traced("Replay", &metadata, async move {
             // An unknown uid streams nothing (semantics §3.1); under a policy it is checked like
-            // any session, with no owner.
-            inner
-                .authorize_on(&call, &[Action::Read], &req.session)
-                .await?;
+            // any session, with no owner, and streams nothing if that is allowed.
+            if inner.gate.enforcing() {
+                match inner.authorized(&call, &[Action::Read], &req.session).await {
+                    Ok(_) | Err(ServerError::SessionNotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let (tx, rx) = mpsc::unbounded_channel();
             let from = req.from_seq.max(1);
             let to = if req.to_seq <= 0 {
