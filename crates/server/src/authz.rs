@@ -136,11 +136,14 @@ impl Gate {
         action: Action,
         owner: CallerIdentity,
     ) -> Result<()> {
-        self.check(AuthorizationRequest {
+        self.check(Self::global_request(call, action, owner)).await
+    }
+
+    fn global_request(call: &Call, action: Action, owner: CallerIdentity) -> AuthorizationRequest {
+        AuthorizationRequest {
             owner,
             ..AuthorizationRequest::global(call.caller.clone(), action, call.method)
-        })
-        .await
+        }
     }
 
     /// Whether the policy allows a global action, a denial being an answer rather than an
@@ -155,11 +158,10 @@ impl Gate {
         action: Action,
         owner: CallerIdentity,
     ) -> Result<bool> {
-        let request = AuthorizationRequest {
-            owner,
-            ..AuthorizationRequest::global(call.caller.clone(), action, call.method)
-        };
-        match self.decide(&request).await {
+        match self
+            .decide(&Self::global_request(call, action, owner))
+            .await
+        {
             Decision::Allowed => Ok(true),
             Decision::Denied => Ok(false),
             Decision::Failed => Err(ServerError::AuthorizationFailed),

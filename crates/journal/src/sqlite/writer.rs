@@ -26,7 +26,7 @@
 //! seq is refused by SQLite whatever the cache says. Each session's `sessions` row is touched
 //! once per batch, not once per append.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -375,6 +375,15 @@ impl Syncer {
     }
 }
 
+/// What a batch's appends leave to write on a session's `sessions` row.
+#[derive(Debug, Clone, Copy)]
+struct Touch {
+    /// The compute projection after the batch.
+    state: ComputeState,
+    /// A `LIFECYCLE_DELETE` was committed: the row turns `PENDING` in the same transaction.
+    deletes: bool,
+}
+
 /// What an append needs to know about its session, as committed.
 #[derive(Debug)]
 struct SessionHead {
@@ -396,10 +405,7 @@ pub(crate) struct Writer {
     heads: HashMap<String, SessionHead>,
     /// Sessions appended to in this batch whose `sessions` row is still to be touched, with
     /// their new compute state.
-    touched: HashMap<String, ComputeState>,
-    /// Sessions of `touched` that committed a `LIFECYCLE_DELETE` in this batch: their row turns
-    /// `PENDING` in the same transaction.
-    deleting: HashSet<String>,
+    touched: HashMap<String, Touch>,
 }
 
 impl Writer {
@@ -417,7 +423,6 @@ impl Writer {
             data_version: None,
             heads: HashMap::new(),
             touched: HashMap::new(),
-            deleting: HashSet::new(),
         }
     }
 
@@ -483,7 +488,6 @@ impl Writer {
             // The cache holds this batch's appends; the file does not.
             self.heads.clear();
             self.touched.clear();
-            self.deleting.clear();
         }
         Some(Batch {
             id: self.watermark.current(),
@@ -622,12 +626,19 @@ impl Writer {
                 {
                     head.fence = first.fence;
                 }
+                let deletes = records.iter().any(|r| marks_deletion(&r.event));
                 match self.touched.get_mut(session) {
-                    Some(state) => *state = head.state,
-                    None => drop(self.touched.insert(session.to_owned(), head.state)),
-                }
-                if records.iter().any(|r| marks_deletion(&r.event)) {
-                    self.deleting.insert(session.to_owned());
+                    Some(touch) => {
+                        touch.state = head.state;
+                        touch.deletes |= deletes;
+                    }
+                    None => drop(self.touched.insert(
+                        session.to_owned(),
+                        Touch {
+                            state: head.state,
+                            deletes,
+                        },
+                    )),
                 }
                 Ok(records)
             }
@@ -740,19 +751,19 @@ impl Writer {
                  project = CASE WHEN project = '' THEN excluded.project ELSE project END,
                  created_at = CASE WHEN created_at = 0 THEN excluded.created_at ELSE created_at END",
         )?;
-        for (session, state) in self.touched.drain() {
-            if update.execute(params![session, now, state.as_str()])? == 0 {
-                upsert.execute(params![session, self.default_project, now, state.as_str()])?;
+        for (session, touch) in self.touched.drain() {
+            let state = touch.state.as_str();
+            if update.execute(params![session, now, state])? == 0 {
+                upsert.execute(params![session, self.default_project, now, state])?;
             }
-        }
-        if !self.deleting.is_empty() {
-            // A state this build does not know stays as it is: it already reads as deleted.
-            let mut pending = self.conn.prepare_cached(
-                "UPDATE sessions SET deletion_state = 'PENDING'
-                 WHERE session = ?1 AND deletion_state IN ('', 'ACTIVE')",
-            )?;
-            for session in self.deleting.drain() {
-                pending.execute([session])?;
+            if touch.deletes {
+                // A state this build does not know stays as it is: it already reads as deleted.
+                self.conn
+                    .prepare_cached(
+                        "UPDATE sessions SET deletion_state = 'PENDING'
+                         WHERE session = ?1 AND deletion_state IN ('', 'ACTIVE')",
+                    )?
+                    .execute([session])?;
             }
         }
         Ok(())
