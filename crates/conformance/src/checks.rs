@@ -671,7 +671,7 @@ pub async fn integrity_cross_language(t: &dyn Transport) {
     };
     assert!(probe.status.success());
 
-    let golden = root.join("../shared/testdata/golden/content_hash_vectors.json");
+    let golden = root.join("testdata/golden/content_hash_vectors.json");
     let out = python(&["golden".as_ref(), golden.as_os_str()]).unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.starts_with("OK:"), "{text}");

@@ -14,7 +14,7 @@ const SESSION: &str = "v012-session";
 
 async fn load(name: &str) -> (Arc<dyn Journal>, Vec<LogRecord>) {
     let path = format!(
-        "{}/../../../shared/testdata/reference-v0.1.2/{name}.json",
+        "{}/../../testdata/reference-v0.1.2/{name}.json",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap();

@@ -32,7 +32,7 @@ const FIXTURES: [(&str, usize, JsonFormat); 9] = [
 
 fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/reference-v0.1.2")
+        .join("../../testdata/reference-v0.1.2")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

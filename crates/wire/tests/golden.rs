@@ -30,7 +30,7 @@ const CHILD_HASH: &str = "a87f4d643fdd0104e49878c5259c26a13160c9bb980ef70888ed79
 const BIG: i64 = 9_007_199_254_740_993;
 
 fn golden_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/golden")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/golden")
 }
 
 fn load(name: &str) -> Json {
@@ -1111,8 +1111,7 @@ fn fixture_event(go: &Json) -> pb::Event {
 // hashing (e): every record of the nine upstream journals re-verifies, chain and content.
 #[test]
 fn reference_v012_journals_reverify() {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/reference-v0.1.2");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/reference-v0.1.2");
     let mut records = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

@@ -19,7 +19,7 @@ use serde_json::{Value as Json, json};
 
 fn vectors() -> Vec<Json> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/golden/model_input_hash_vectors.json");
+        .join("../../testdata/golden/model_input_hash_vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file: Json = serde_json::from_str(&text).expect("vector file is JSON");
     file["vectors"].as_array().expect("vectors array").clone()

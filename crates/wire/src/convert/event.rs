@@ -544,7 +544,7 @@ mod tests {
         // domain events of the published vectors must convert to exactly the hashed wire events
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/testdata/golden/content_hash_vectors.json"
+            "/../../testdata/golden/content_hash_vectors.json"
         );
         let text = std::fs::read_to_string(path).unwrap();
         let file: serde_json::Value = serde_json::from_str(&text).unwrap();
