@@ -47,11 +47,13 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::content::{inline_opaque, kind, parse_arguments, tool_result_text};
+use crate::content::{
+    WireError, inline_opaque, input_schema, kind, parse_arguments, tool_result_text, unsupported,
+};
 use crate::error::{ModelError, Result};
 use crate::http::{HttpSettings, RetryPolicy};
 use crate::params::{self, Kind, Rules};
-use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder};
+use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder, api_key_from};
 use crate::sse::Flow;
 
 /// The provider name, also the `provider` of the reasoning parts it produces.
@@ -142,10 +144,7 @@ impl AnthropicConfig {
         default_model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Self {
-        let api_key = API_KEY_VARS
-            .iter()
-            .find_map(|name| lookup(name).filter(|key| !key.is_empty()))
-            .unwrap_or_default();
+        let api_key = api_key_from(&API_KEY_VARS, lookup);
         Self {
             api_key,
             ..Self::new(default_model)
@@ -370,13 +369,6 @@ fn thinking_block(part: &ReasoningPart) -> Result<Value> {
     }
 }
 
-fn unsupported(role: &str, part: &'static str) -> ModelError {
-    ModelError::UnsupportedPart {
-        role: if role.is_empty() { "user" } else { role }.to_owned(),
-        part,
-    }
-}
-
 fn tools(tools: &[ToolDefinition]) -> Value {
     let tools = tools.iter().map(|tool| {
         let mut entry = Map::new();
@@ -384,11 +376,7 @@ fn tools(tools: &[ToolDefinition]) -> Value {
         if !tool.description.is_empty() {
             entry.insert("description".into(), tool.description.clone().into());
         }
-        let schema = tool.input_schema.clone().map_or_else(
-            || json!({"type": "object", "properties": {}}),
-            Value::Object,
-        );
-        entry.insert("input_schema".into(), schema);
+        entry.insert("input_schema".into(), input_schema(tool));
         Value::Object(entry)
     });
     Value::Array(tools.collect())
@@ -448,22 +436,6 @@ enum WireBlock {
 struct WireUsage {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    message: Option<String>,
-}
-
-impl WireError {
-    fn into_model_error(self) -> ModelError {
-        ModelError::ProviderError {
-            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
-            message: self.message.unwrap_or_default(),
-        }
-    }
 }
 
 /// One streamed event's data.

@@ -43,11 +43,13 @@ use agentsessions_api::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::content::{inline_opaque, parse_arguments, tool_result_text};
+use crate::content::{
+    WireError, inline_opaque, input_schema, parse_arguments, tool_result_text, unsupported,
+};
 use crate::error::{ModelError, Result};
 use crate::http::{HttpSettings, RetryPolicy};
 use crate::params::{self, Kind, Rules};
-use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder};
+use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder, api_key_from};
 use crate::sse::Flow;
 
 /// The provider name, also the `provider` of the reasoning parts it produces.
@@ -147,10 +149,7 @@ impl OpenAiConfig {
         default_model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Self {
-        let api_key = API_KEY_VARS
-            .iter()
-            .find_map(|name| lookup(name).filter(|key| !key.is_empty()))
-            .unwrap_or_default();
+        let api_key = api_key_from(&API_KEY_VARS, lookup);
         Self {
             api_key,
             ..Self::new(default_model)
@@ -364,13 +363,6 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-fn unsupported(role: &str, part: &'static str) -> ModelError {
-    ModelError::UnsupportedPart {
-        role: role.to_owned(),
-        part,
-    }
-}
-
 fn tools(tools: &[ToolDefinition]) -> Value {
     let tools = tools.iter().map(|tool| {
         let mut function = Map::new();
@@ -378,11 +370,7 @@ fn tools(tools: &[ToolDefinition]) -> Value {
         if !tool.description.is_empty() {
             function.insert("description".into(), tool.description.clone().into());
         }
-        let parameters = tool.input_schema.clone().map_or_else(
-            || json!({"type": "object", "properties": {}}),
-            Value::Object,
-        );
-        function.insert("parameters".into(), parameters);
+        function.insert("parameters".into(), input_schema(tool));
         json!({"type": "function", "function": function})
     });
     Value::Array(tools.collect())
@@ -445,22 +433,6 @@ struct WireUsage {
 #[derive(Deserialize, Clone, Copy)]
 struct WireUsageDetails {
     reasoning_tokens: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    message: Option<String>,
-    #[serde(rename = "type")]
-    kind: Option<String>,
-}
-
-impl WireError {
-    fn into_model_error(self) -> ModelError {
-        ModelError::ProviderError {
-            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
-            message: self.message.unwrap_or_default(),
-        }
-    }
 }
 
 /// One streamed `chat.completion.chunk`.

@@ -108,6 +108,14 @@ impl Connection {
     }
 }
 
+/// The first of `vars` that `lookup` finds set and non-empty, else no key. Keys come from the
+/// environment, never from flags, so they stay out of process listings.
+pub(crate) fn api_key_from(vars: &[&str], lookup: impl Fn(&str) -> Option<String>) -> String {
+    vars.iter()
+        .find_map(|name| lookup(name).filter(|key| !key.is_empty()))
+        .unwrap_or_default()
+}
+
 /// A [`ModelProvider`] over HTTP speaking dialect `D`. Cloning shares the connection pool.
 #[derive(Debug, Clone)]
 pub struct HttpProvider<D> {
@@ -182,5 +190,46 @@ impl<D: Dialect> ModelProvider for HttpProvider<D> {
         call(self, request, deltas)
             .await
             .map_err(|err| err.into_api_error(D::NAME))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::http::RetryPolicy;
+
+    fn settings() -> HttpSettings {
+        HttpSettings {
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    // brief: every dialect needs a default model; credentials never show in debug output.
+    #[test]
+    fn connection_requires_a_model_and_hides_credentials() {
+        assert!(matches!(
+            Connection::new("http://h".into(), String::new(), settings()),
+            Err(ModelError::InvalidConfig { .. })
+        ));
+        let mut connection = Connection::new("http://h".into(), "m".into(), settings()).unwrap();
+        connection.credential("x-api-key", "secret-key").unwrap();
+        assert!(connection.headers["x-api-key"].is_sensitive());
+        assert!(connection.credential("bad header", "v").is_err());
+    }
+
+    // brief: the first non-empty variable wins; none set sends no key.
+    #[test]
+    fn api_key_takes_the_first_set_variable() {
+        let lookup = |name: &str| match name {
+            "A" => Some(String::new()),
+            "B" => Some("b".to_owned()),
+            _ => None,
+        };
+        assert_eq!(api_key_from(&["A", "B"], lookup), "b");
+        assert_eq!(api_key_from(&["C"], lookup), "");
     }
 }
