@@ -74,25 +74,16 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// The environment variables [`AnthropicConfig::from_env`] reads the key from, first set one wins.
 pub const API_KEY_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "MODEL_API_KEY"];
 
+/// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
+/// hold the common ones.
 const PARAMS: Rules = Rules {
     typed: &[
-        ("max_tokens", Kind::Integer),
         ("top_k", Kind::Integer),
         ("thinking_budget_tokens", Kind::Integer),
-        ("temperature", Kind::Float),
-        ("top_p", Kind::Float),
         ("stop_sequences", Kind::Json),
-        ("metadata", Kind::Json),
         ("thinking", Kind::Json),
     ],
-    reserved: &[
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "stream",
-    ],
+    reserved: &["system"],
 };
 
 /// How to reach the Anthropic Messages API.

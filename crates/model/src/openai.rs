@@ -64,13 +64,12 @@ pub const DEFAULT_PATH: &str = "/chat/completions";
 /// The environment variables [`OpenAiConfig::from_env`] reads the key from, first set one wins.
 pub const API_KEY_VARS: [&str; 2] = ["MODEL_API_KEY", "OPENAI_API_KEY"];
 
+/// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
+/// hold the common ones.
 const PARAMS: Rules = Rules {
     typed: &[
-        ("temperature", Kind::Float),
-        ("top_p", Kind::Float),
         ("frequency_penalty", Kind::Float),
         ("presence_penalty", Kind::Float),
-        ("max_tokens", Kind::Integer),
         ("max_completion_tokens", Kind::Integer),
         ("seed", Kind::Integer),
         ("top_logprobs", Kind::Integer),
@@ -79,17 +78,8 @@ const PARAMS: Rules = Rules {
         ("store", Kind::Bool),
         ("response_format", Kind::Json),
         ("logit_bias", Kind::Json),
-        ("metadata", Kind::Json),
     ],
-    reserved: &[
-        "model",
-        "messages",
-        "stream",
-        "stream_options",
-        "tools",
-        "tool_choice",
-        "n",
-    ],
+    reserved: &["stream_options", "n"],
 };
 
 /// How to reach an OpenAI-compatible endpoint.
