@@ -1,21 +1,26 @@
-//! Approval state derived from the journal alone (semantics §5.3) and the receipt rules of §5.5.
+//! Approval state derived from the journal alone (semantics §5.3), the receipt rules of §5.5, and
+//! the pure decisions the controller takes from that state: what a resume does at an open
+//! approval gate, and whether a decision may be recorded.
 
 use std::collections::{HashMap, HashSet};
 
 use agentsessions_api::{
-    ApprovalRef, ApprovalResult, EventBody, EventKind, LifecycleKind, Mediation, Part, TextPart,
-    ToolCall, ToolResult, ToolResultCode,
+    ApprovalDecision, ApprovalRef, ApprovalResult, EventBody, EventKind, LifecycleKind, Mediation,
+    Part, TextPart, ToolCall, ToolResult, ToolResultCode,
 };
 use agentsessions_journal::LogRecord;
 
 use crate::error::{ControllerError, Result};
+use crate::log::Execution;
 
 /// The sentence a denial receipt carries.
 pub const DENIAL_MESSAGE: &str = "Tool execution denied by approval decision.";
 
-/// One REQUIRES_APPROVAL call and what the journal says about it.
+/// An approval gate: one REQUIRES_APPROVAL tool call and what the journal says about it (its
+/// APPROVAL_REQUEST, APPROVAL_RESULT and receipt TOOL_RESULT). Not to be confused with an
+/// authorization check: this gate is opened by the harness and closed by a human decision.
 #[derive(Debug, Clone, Default)]
-pub struct Gate {
+pub struct ApprovalGate {
     /// The execution the call belongs to.
     pub execution_id: String,
     /// The gated call as recorded.
@@ -34,7 +39,7 @@ pub struct Gate {
     pub completed: bool,
 }
 
-impl Gate {
+impl ApprovalGate {
     /// The decision body, when decided.
     pub fn result(&self) -> Option<&ApprovalResult> {
         match self.decision.as_ref().and_then(|r| r.event.body.as_ref()) {
@@ -66,8 +71,8 @@ impl Gate {
 /// The approval view of a journal.
 #[derive(Debug, Clone, Default)]
 pub struct ApprovalScan {
-    /// Every gated call, in journal order.
-    pub gates: Vec<Gate>,
+    /// Every approval gate, in journal order.
+    pub gates: Vec<ApprovalGate>,
     /// Index of the last gated call of the last execution, when that execution is gated.
     pub selected: Option<usize>,
     /// Head of the scanned range.
@@ -76,7 +81,7 @@ pub struct ApprovalScan {
 
 impl ApprovalScan {
     /// The selected gate.
-    pub fn selected(&self) -> Option<&Gate> {
+    pub fn selected(&self) -> Option<&ApprovalGate> {
         self.selected.and_then(|i| self.gates.get(i))
     }
 
@@ -132,6 +137,106 @@ impl ApprovalScan {
         }
         Ok(scan)
     }
+
+    /// What a resume of execution `execution_id` does about its open gate before running
+    /// anything (semantics §3.4 step 3): a gate of another execution, or one with a receipt, is
+    /// no concern; a decided gate lets the run serve the decision.
+    ///
+    /// # Errors
+    /// [`ControllerError::InheritedToolIntent`] for a gate recorded before the latest FORK;
+    /// [`ControllerError::Parked`] for a requested gate still waiting for its decision.
+    pub fn resume_step(&self, execution_id: &str) -> Result<ResumeStep<'_>> {
+        let Some(gate) = self.selected() else {
+            return Ok(ResumeStep::Run);
+        };
+        if gate.execution_id != execution_id || gate.receipt.is_some() {
+            return Ok(ResumeStep::Run);
+        }
+        if gate.inherited {
+            return Err(ControllerError::InheritedToolIntent {
+                tool_call_id: gate.call.id.clone(),
+            });
+        }
+        if gate.request_seq == 0 {
+            return Ok(ResumeStep::Request(gate));
+        }
+        if gate.decision.is_none() {
+            return Err(ControllerError::Parked(gate.park_ref()));
+        }
+        Ok(ResumeStep::Run)
+    }
+
+    /// Whether `decision` may be recorded (semantics §5.5): it must answer an open, owned,
+    /// still-selected request; the same decision again is answered with the record already
+    /// written, a different one never overwrites it.
+    ///
+    /// # Errors
+    /// [`ControllerError::InvalidApprovalDecision`] when no open request matches, it was decided
+    /// differently, or it was superseded.
+    pub fn admit_decision(&self, decision: &ApprovalDecision) -> Result<DecisionAdmission<'_>> {
+        let found = self.gates.iter().position(|g| {
+            g.execution_id == decision.execution_id
+                && g.call.id == decision.tool_call_id
+                && g.request_seq == decision.request_seq
+                && g.request_seq > 0
+        });
+        let Some(index) = found.filter(|&i| !self.gates[i].inherited) else {
+            return Err(ControllerError::InvalidApprovalDecision(format!(
+                "no open approval request for execution {} tool call {:?} at seq {}",
+                decision.execution_id, decision.tool_call_id, decision.request_seq
+            )));
+        };
+        let gate = &self.gates[index];
+        if let (Some(existing), Some(result)) = (&gate.decision, gate.result()) {
+            if result.approved == decision.approved
+                && result.reason == decision.reason
+                && existing.event.actor == decision.identity
+            {
+                return Ok(DecisionAdmission::AlreadyRecorded(existing));
+            }
+            return Err(ControllerError::InvalidApprovalDecision(
+                "the request was already decided differently; decisions are never overwritten"
+                    .into(),
+            ));
+        }
+        if self.selected != Some(index) || gate.completed || gate.receipt.is_some() {
+            return Err(ControllerError::InvalidApprovalDecision(
+                "the request was superseded".into(),
+            ));
+        }
+        Ok(DecisionAdmission::Record)
+    }
+}
+
+/// What a resume does about the execution's approval gate before running (see
+/// [`ApprovalScan::resume_step`]).
+#[derive(Debug)]
+pub enum ResumeStep<'a> {
+    /// Nothing stands in the way: run the execution.
+    Run,
+    /// The gated call has no APPROVAL_REQUEST yet: write it, then park.
+    Request(&'a ApprovalGate),
+}
+
+/// Whether a decision is written (see [`ApprovalScan::admit_decision`]).
+#[derive(Debug)]
+pub enum DecisionAdmission<'a> {
+    /// The same decision is already journaled: this record answers the call again.
+    AlreadyRecorded(&'a LogRecord),
+    /// Write the decision.
+    Record,
+}
+
+/// Whether `execution` went through an approval: a gated call, approval records or a receipt.
+pub fn bears_approval(execution: &Execution, records: &[LogRecord]) -> bool {
+    execution.effects.iter().any(|&i| {
+        records.get(i).is_some_and(|r| match &r.event.body {
+            Some(EventBody::Approval(_) | EventBody::ApprovalResult(_)) => true,
+            Some(EventBody::ToolCall(call)) => call.mediation == Mediation::RequiresApproval,
+            Some(EventBody::Result(result)) => carries_approval_seqs(result),
+            _ => false,
+        })
+    })
 }
 
 fn tool_result(record: &LogRecord) -> Option<&ToolResult> {
@@ -198,7 +303,7 @@ fn scan_execution(
     id: &str,
     events: &[&LogRecord],
     last_fork: i64,
-    gates: &mut Vec<Gate>,
+    gates: &mut Vec<ApprovalGate>,
 ) -> Result<()> {
     let completed = events.iter().any(|r| r.event.kind == EventKind::End);
     let mut open: Option<usize> = None;
@@ -224,13 +329,13 @@ fn scan_execution(
                     if call.id.is_empty() || call.idempotency_key.is_empty() {
                         return Err(invalid(id, seq, "gated call without id or idempotency key"));
                     }
-                    gates.push(Gate {
+                    gates.push(ApprovalGate {
                         execution_id: id.to_owned(),
                         call: call.clone(),
                         call_seq: seq,
                         inherited: seq < last_fork,
                         completed,
-                        ..Gate::default()
+                        ..ApprovalGate::default()
                     });
                     open = Some(gates.len() - 1);
                 }
@@ -452,5 +557,128 @@ mod tests {
         let through = ApprovalScan::scan(&records, 1).unwrap();
         assert_eq!(through.head, 1);
         assert_eq!(through.selected().unwrap().request_seq, 0);
+    }
+
+    fn decide(approved: bool, request_seq: i64) -> ApprovalDecision {
+        ApprovalDecision {
+            execution_id: "e".into(),
+            tool_call_id: "c".into(),
+            request_seq,
+            approved,
+            ..ApprovalDecision::default()
+        }
+    }
+
+    // semantics §3.4 step 3: a gate without a request asks for one; an undecided request parks
+    // again; a decided gate, or another execution's, lets the run go on.
+    #[test]
+    fn resume_step_at_an_open_gate() {
+        let unrequested = ApprovalScan::scan(&[gated_call(1)], 0).unwrap();
+        assert!(matches!(
+            unrequested.resume_step("e").unwrap(),
+            ResumeStep::Request(gate) if gate.call_seq == 1
+        ));
+        assert!(matches!(
+            unrequested.resume_step("other").unwrap(),
+            ResumeStep::Run
+        ));
+        let requested = ApprovalScan::scan(&[gated_call(1), request(2)], 0).unwrap();
+        assert!(matches!(
+            requested.resume_step("e"),
+            Err(ControllerError::Parked(park)) if park.request_seq == 2
+        ));
+        let decided =
+            ApprovalScan::scan(&[gated_call(1), request(2), decision(3, 2, true)], 0).unwrap();
+        assert!(matches!(decided.resume_step("e").unwrap(), ResumeStep::Run));
+    }
+
+    // semantics §3.7: a child cannot re-drive a gate it inherited from its parent.
+    #[test]
+    fn resume_step_refuses_an_inherited_gate() {
+        let fork = rec(
+            2,
+            "",
+            EventKind::Lifecycle,
+            EventBody::Lifecycle(Lifecycle {
+                kind: LifecycleKind::Fork,
+                ..Lifecycle::default()
+            }),
+        );
+        let scan = ApprovalScan::scan(&[gated_call(1), fork], 0).unwrap();
+        assert!(matches!(
+            scan.resume_step("e"),
+            Err(ControllerError::InheritedToolIntent { tool_call_id }) if tool_call_id == "c"
+        ));
+    }
+
+    // semantics §5.5: a decision answers an open request; the same decision again returns the
+    // record already written; a different one, or one for no request, is refused.
+    #[test]
+    fn admit_decision_is_idempotent_and_never_overwrites() {
+        let open = ApprovalScan::scan(&[gated_call(1), request(2)], 0).unwrap();
+        assert!(matches!(
+            open.admit_decision(&decide(true, 2)).unwrap(),
+            DecisionAdmission::Record
+        ));
+        assert!(matches!(
+            open.admit_decision(&decide(true, 7)),
+            Err(ControllerError::InvalidApprovalDecision(_))
+        ));
+        let decided =
+            ApprovalScan::scan(&[gated_call(1), request(2), decision(3, 2, true)], 0).unwrap();
+        assert!(matches!(
+            decided.admit_decision(&decide(true, 2)).unwrap(),
+            DecisionAdmission::AlreadyRecorded(record) if record.seq == 3
+        ));
+        assert!(matches!(
+            decided.admit_decision(&decide(false, 2)),
+            Err(ControllerError::InvalidApprovalDecision(_))
+        ));
+    }
+
+    // semantics §5.5: a request a later execution's gate superseded takes no decision.
+    #[test]
+    fn admit_decision_refuses_a_superseded_request() {
+        let mut later = gated_call(3);
+        later.event.execution_id = "f".into();
+        let scan = ApprovalScan::scan(&[gated_call(1), request(2), later], 0).unwrap();
+        assert!(matches!(
+            scan.admit_decision(&decide(true, 2)),
+            Err(ControllerError::InvalidApprovalDecision(reason)) if reason.contains("superseded")
+        ));
+    }
+
+    // semantics §3.5: an execution bears an approval through any of its approval records.
+    #[test]
+    fn bears_approval_sees_gated_calls_and_receipts() {
+        let records = vec![gated_call(1), request(2)];
+        let gated = Execution {
+            id: "e".into(),
+            effects: vec![0, 1],
+            ..Execution::default()
+        };
+        assert!(bears_approval(&gated, &records));
+        let plain = vec![rec(
+            1,
+            "e",
+            EventKind::ToolResult,
+            EventBody::Result(ToolResult {
+                id: "c".into(),
+                ..ToolResult::default()
+            }),
+        )];
+        let ungated = Execution {
+            id: "e".into(),
+            effects: vec![0],
+            ..Execution::default()
+        };
+        assert!(!bears_approval(&ungated, &plain));
+        let receipt = vec![rec(
+            1,
+            "e",
+            EventKind::ToolResult,
+            EventBody::Result(denial_receipt("c", 2, 3)),
+        )];
+        assert!(bears_approval(&ungated, &receipt));
     }
 }

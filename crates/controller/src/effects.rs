@@ -55,7 +55,7 @@ pub enum ToolStep {
     },
 }
 
-/// A gated call as the record holds it.
+/// An approval gate (a gated call with its request, decision and receipt) as the record holds it.
 #[derive(Debug)]
 pub struct RecordedGate {
     /// Seq of the APPROVAL_REQUEST.
@@ -96,6 +96,18 @@ impl Recorded {
     /// Effects consumed so far.
     pub fn consumed(&self) -> usize {
         self.position.min(self.records.len())
+    }
+
+    /// How a run that stopped before consuming every recorded effect diverged, told of
+    /// `subject` (`the harness`, `execution …`); `None` when the record was consumed whole.
+    pub fn unconsumed(&self, subject: &str) -> Option<String> {
+        (!self.exhausted()).then(|| {
+            format!(
+                "{subject} consumed {} of {} recorded effects",
+                self.consumed(),
+                self.len()
+            )
+        })
     }
 
     fn peek(&self) -> Option<&LogRecord> {
@@ -517,5 +529,25 @@ mod tests {
         ));
         assert!(take_output(&mut recorded, "x").is_err());
         assert!(take_report(&mut recorded).is_err());
+    }
+
+    // semantics §3.3: effects left unconsumed are a divergence, told of its subject.
+    #[test]
+    fn unconsumed_effects_are_a_divergence() {
+        let record = LogRecord {
+            seq: 1,
+            prev_hash: String::new(),
+            hash: String::new(),
+            fence: 0,
+            event: Event::new(EventKind::Output, EventBody::Message(Message::default())),
+        };
+        let mut recorded = Recorded::new(vec![record]);
+        assert_eq!(
+            recorded.unconsumed("the harness").as_deref(),
+            Some("the harness consumed 0 of 1 recorded effects")
+        );
+        take_output(&mut recorded, "").unwrap();
+        assert_eq!(recorded.unconsumed("the harness"), None);
+        assert_eq!(Recorded::default().unconsumed("x"), None);
     }
 }

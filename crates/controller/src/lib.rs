@@ -13,9 +13,12 @@
 //! effects. The sink and the controller perform what those decisions ask for.
 //!
 //! Module map:
-//! - [`controller`] — [`Controller`], [`ExecRequest`], outcomes and reports.
-//! - [`log`] — execution grouping, the legacy prefix, input completeness.
-//! - [`approval`] — the approval scan and receipt rules.
+//! - [`controller`] — [`Controller`] (construction, exec, resume, approve), [`ExecRequest`],
+//!   outcomes; its submodules replay ([`ReplayReport`]) and close a turn (END, CANCEL, ERROR).
+//! - [`log`] — execution grouping, the legacy prefix, input completeness, inherited intents,
+//!   harness identity (§3.5) and the history a harness is given.
+//! - [`approval`] — the approval scan ([`approval::ApprovalGate`]s), receipt rules, and the
+//!   resume and decision rules at an open gate.
 //! - [`effects`] — the recorded effect cursor and matching rules.
 //! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`].
 //! - [`legacy`] — the compatibility id of v0.1.2 turns.

@@ -1,14 +1,19 @@
 //! Reading a journal as executions (semantics §3.2 and §3.6): the legacy prefix, grouping by
-//! execution id, the effect stream of each execution and its input completeness.
+//! execution id, the effect stream of each execution and its input completeness; and the rules
+//! over that reading that replay and resume apply — inherited intents after a FORK (§3.7), the
+//! harness identity checks (§3.5), and the history a harness is given (I4).
 //!
 //! Everything here is pure: it takes the records and returns a view of them, so replay, resume,
 //! exec and the approval scan agree on one reading of the log.
 
 use std::collections::HashMap;
 
-use agentsessions_api::{EventKind, ExecutionStart, LifecycleKind, Message};
+use agentsessions_api::{
+    Descriptor, EventBody, EventKind, ExecutionStart, History, LifecycleKind, Message, Resumability,
+};
 use agentsessions_journal::LogRecord;
 
+use crate::approval::bears_approval;
 use crate::error::{ControllerError, Result};
 
 /// One execution as the journal records it.
@@ -94,6 +99,133 @@ impl Execution {
             (s.harness.as_str(), s.harness_version.as_str())
         })
     }
+
+    /// The execution's effect records, copied out of `records` in journal order.
+    pub fn effect_records(&self, records: &[LogRecord]) -> Vec<LogRecord> {
+        self.effects
+            .iter()
+            .filter_map(|&i| records.get(i).cloned())
+            .collect()
+    }
+
+    /// Whether the execution ended other than COMPLETED (FAILED or CANCELED): a replay of it may
+    /// fail the same way again.
+    pub fn ended_unsuccessfully(&self, records: &[LogRecord]) -> bool {
+        self.completed() && !self.ended_completed(records)
+    }
+
+    /// Whether the execution's END says COMPLETED (a legacy END, and an END without a body,
+    /// always does); false without an END.
+    pub fn ended_completed(&self, records: &[LogRecord]) -> bool {
+        self.end
+            .and_then(|i| records.get(i))
+            .is_some_and(|r| match &r.event.body {
+                Some(EventBody::End(end)) => end.state == "COMPLETED" || end.state.is_empty(),
+                _ => true,
+            })
+    }
+
+    /// Unresolved tool intents recorded before the latest FORK (`last_fork_seq`, 0 for none)
+    /// cannot be re-driven by the child (semantics §3.4 step 4, §3.7).
+    ///
+    /// # Errors
+    /// [`ControllerError::InheritedToolIntent`] naming the first such call.
+    pub fn check_inherited_intents(&self, records: &[LogRecord], last_fork_seq: i64) -> Result<()> {
+        if last_fork_seq == 0 {
+            return Ok(());
+        }
+        for &i in &self.effects {
+            let Some(record) = records.get(i) else {
+                continue;
+            };
+            let Some(EventBody::ToolCall(call)) = &record.event.body else {
+                continue;
+            };
+            if record.seq >= last_fork_seq {
+                continue;
+            }
+            let resolved = self.effects.iter().any(|&j| {
+                records.get(j).is_some_and(|r| {
+                    matches!(&r.event.body, Some(EventBody::Result(result)) if result.id == call.id)
+                })
+            });
+            if !resolved {
+                return Err(ControllerError::InheritedToolIntent {
+                    tool_call_id: call.id.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether re-running `executions` needs the serving harness's identity checked (semantics
+/// §3.5): some execution recorded a harness name or version, or went through an approval.
+pub fn needs_identity_check(executions: &[&Execution], records: &[LogRecord]) -> bool {
+    executions.iter().any(|e| {
+        let (name, version) = e.harness_identity();
+        !name.is_empty() || !version.is_empty() || bears_approval(e, records)
+    })
+}
+
+/// The identity checks of semantics §3.5: the harness served as `served_name` (the registry
+/// name, else the descriptor id) with `descriptor` must be the one each execution recorded, and
+/// an execution that went through an approval needs a stateless-replay harness.
+///
+/// # Errors
+/// [`ControllerError::HarnessMismatch`], [`ControllerError::HarnessVersionMismatch`],
+/// [`ControllerError::ApprovalUnavailable`].
+pub fn check_identity(
+    executions: &[&Execution],
+    records: &[LogRecord],
+    served_name: &str,
+    descriptor: &Descriptor,
+) -> Result<()> {
+    for execution in executions {
+        let (recorded_name, recorded_version) = execution.harness_identity();
+        if !recorded_name.is_empty() && recorded_name != served_name {
+            return Err(ControllerError::HarnessMismatch {
+                recorded: recorded_name.to_owned(),
+                served: served_name.to_owned(),
+            });
+        }
+        if !recorded_version.is_empty() && recorded_version != descriptor.version {
+            return Err(ControllerError::HarnessVersionMismatch {
+                recorded: recorded_version.to_owned(),
+                served: descriptor.version.clone(),
+            });
+        }
+        if bears_approval(execution, records)
+            && descriptor.capabilities.resumability != Resumability::StatelessReplay
+        {
+            return Err(ControllerError::ApprovalUnavailable);
+        }
+    }
+    Ok(())
+}
+
+/// I4: a harness that keeps its state in memory never rebuilds it from the journal, so it is
+/// given no history; every other harness gets the first `len` events of `log`.
+pub fn history_for(descriptor: &Descriptor, log: &History, len: usize) -> History {
+    if descriptor.capabilities.resumability == Resumability::RequiresMemorySnapshot {
+        return History::default();
+    }
+    log.prefix(len)
+}
+
+/// A new turn's history: the whole log's events, moved out of `records` rather than copied (a
+/// long session's log is the turn's biggest cost); none for a harness that keeps its state in
+/// memory.
+pub fn history_of_log(descriptor: &Descriptor, records: Vec<LogRecord>) -> History {
+    if descriptor.capabilities.resumability == Resumability::RequiresMemorySnapshot {
+        return History::default();
+    }
+    records.into_iter().map(|r| r.event).collect()
+}
+
+/// One shared copy of the log's events; every execution's history is a prefix of it.
+pub fn shared_history(records: &[LogRecord]) -> History {
+    records.iter().map(|r| r.event.clone()).collect()
 }
 
 /// The journal read as executions.
@@ -357,7 +489,9 @@ pub fn legacy_tail(records: &[LogRecord], legacy_end: usize) -> Option<Execution
 
 #[cfg(test)]
 mod tests {
-    use agentsessions_api::{Event, EventBody, HarnessEnd, Lifecycle};
+    use agentsessions_api::{
+        Capabilities, Event, EventBody, HarnessEnd, Lifecycle, Mediation, ToolCall, ToolResult,
+    };
 
     use super::*;
 
@@ -517,5 +651,194 @@ mod tests {
         assert_eq!(tail.inputs[0].text(), "second");
         assert_eq!(tail.effects, vec![4]);
         assert!(!tail.completed());
+    }
+
+    fn ended(seq: i64, id: &str, state: &str) -> LogRecord {
+        let mut record = end(seq, id);
+        record.event.body = Some(EventBody::End(HarnessEnd {
+            state: state.into(),
+            error: None,
+        }));
+        record
+    }
+
+    fn tool_call(seq: i64, id: &str, call_id: &str, mediation: Mediation) -> LogRecord {
+        rec(
+            seq,
+            id,
+            EventKind::ToolCall,
+            Some(EventBody::ToolCall(ToolCall {
+                id: call_id.into(),
+                tool: "charge".into(),
+                mediation,
+                idempotency_key: "k".into(),
+                ..ToolCall::default()
+            })),
+        )
+    }
+
+    fn tool_result(seq: i64, id: &str, call_id: &str) -> LogRecord {
+        rec(
+            seq,
+            id,
+            EventKind::ToolResult,
+            Some(EventBody::Result(ToolResult {
+                id: call_id.into(),
+                ..ToolResult::default()
+            })),
+        )
+    }
+
+    fn fork(seq: i64) -> LogRecord {
+        rec(
+            seq,
+            "",
+            EventKind::Lifecycle,
+            Some(EventBody::Lifecycle(Lifecycle {
+                kind: LifecycleKind::Fork,
+                ..Lifecycle::default()
+            })),
+        )
+    }
+
+    fn descriptor(id: &str, version: &str, resumability: Resumability) -> Descriptor {
+        Descriptor {
+            id: id.into(),
+            version: version.into(),
+            capabilities: Capabilities {
+                resumability,
+                ..Capabilities::default()
+            },
+            ..Descriptor::default()
+        }
+    }
+
+    // semantics §3.3: an execution's effects are served in journal order.
+    #[test]
+    fn effect_records_are_copied_in_order() {
+        let records = vec![
+            start(1, "a", Some(0)),
+            rec(2, "a", EventKind::ModelCall, None),
+            rec(3, "a", EventKind::Output, None),
+        ];
+        let log = ExecutionLog::read(&records).unwrap();
+        let effects = log.executions[0].effect_records(&records);
+        let seqs: Vec<i64> = effects.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, vec![2, 3]);
+    }
+
+    // semantics §3.3: only a turn that ended FAILED or CANCELED may fail again on replay; an
+    // END without a state (legacy) counts as COMPLETED.
+    #[test]
+    fn ended_unsuccessfully_reads_the_end_state() {
+        for (state, unsuccessful) in [("COMPLETED", false), ("", false), ("FAILED", true)] {
+            let records = vec![start(1, "a", Some(0)), ended(2, "a", state)];
+            let log = ExecutionLog::read(&records).unwrap();
+            assert_eq!(
+                log.executions[0].ended_unsuccessfully(&records),
+                unsuccessful,
+                "{state:?}"
+            );
+        }
+        let open = vec![start(1, "a", Some(0))];
+        let log = ExecutionLog::read(&open).unwrap();
+        assert!(!log.executions[0].ended_unsuccessfully(&open));
+    }
+
+    // semantics §3.4 step 4, §3.7: an intent recorded before the FORK with no result cannot be
+    // re-driven; one resolved before the fork, or recorded after it, can.
+    #[test]
+    fn inherited_unresolved_intent_is_refused() {
+        let records = vec![
+            start(1, "a", Some(0)),
+            tool_call(2, "a", "c1", Mediation::ControllerMediated),
+            tool_result(3, "a", "c1"),
+            tool_call(4, "a", "c2", Mediation::ControllerMediated),
+            fork(5),
+            tool_call(6, "a", "c3", Mediation::ControllerMediated),
+        ];
+        let log = ExecutionLog::read(&records).unwrap();
+        let execution = &log.executions[0];
+        assert!(matches!(
+            execution.check_inherited_intents(&records, log.last_fork_seq),
+            Err(ControllerError::InheritedToolIntent { tool_call_id }) if tool_call_id == "c2"
+        ));
+        execution.check_inherited_intents(&records, 0).unwrap();
+    }
+
+    // semantics §3.5: the serving harness must match the recorded name and version, and an
+    // execution that went through an approval needs a stateless-replay harness.
+    #[test]
+    fn identity_checks() {
+        let mut marker = start(1, "a", Some(0));
+        if let Some(EventBody::ExecutionStart(start)) = &mut marker.event.body {
+            start.harness = "chat".into();
+            start.harness_version = "1".into();
+        }
+        let records = vec![marker, end(2, "a")];
+        let log = ExecutionLog::read(&records).unwrap();
+        let executions: Vec<&Execution> = log.executions.iter().collect();
+        assert!(needs_identity_check(&executions, &records));
+        let stateless = Resumability::StatelessReplay;
+        check_identity(
+            &executions,
+            &records,
+            "chat",
+            &descriptor("x", "1", stateless),
+        )
+        .unwrap();
+        assert!(matches!(
+            check_identity(
+                &executions,
+                &records,
+                "echo",
+                &descriptor("x", "1", stateless)
+            ),
+            Err(ControllerError::HarnessMismatch { .. })
+        ));
+        assert!(matches!(
+            check_identity(
+                &executions,
+                &records,
+                "chat",
+                &descriptor("x", "2", stateless)
+            ),
+            Err(ControllerError::HarnessVersionMismatch { .. })
+        ));
+
+        let gated = vec![
+            start(1, "b", Some(0)),
+            tool_call(2, "b", "c", Mediation::RequiresApproval),
+        ];
+        let log = ExecutionLog::read(&gated).unwrap();
+        let executions: Vec<&Execution> = log.executions.iter().collect();
+        assert!(needs_identity_check(&executions, &gated));
+        assert!(matches!(
+            check_identity(
+                &executions,
+                &gated,
+                "x",
+                &descriptor("x", "", Resumability::RequiresMemorySnapshot)
+            ),
+            Err(ControllerError::ApprovalUnavailable)
+        ));
+
+        let anonymous = vec![start(1, "c", Some(0)), end(2, "c")];
+        let log = ExecutionLog::read(&anonymous).unwrap();
+        let executions: Vec<&Execution> = log.executions.iter().collect();
+        assert!(!needs_identity_check(&executions, &anonymous));
+    }
+
+    // I4: a memory-snapshot harness is given no history; any other gets the log's prefix.
+    #[test]
+    fn history_depends_on_resumability() {
+        let records = vec![start(1, "a", Some(1)), input(2, "a", "x"), end(3, "a")];
+        let stateless = descriptor("h", "", Resumability::StatelessReplay);
+        let snapshot = descriptor("h", "", Resumability::RequiresMemorySnapshot);
+        let shared = shared_history(&records);
+        assert_eq!(history_for(&stateless, &shared, 2).len(), 2);
+        assert!(history_for(&snapshot, &shared, 2).is_empty());
+        assert_eq!(history_of_log(&stateless, records.clone()).len(), 3);
+        assert!(history_of_log(&snapshot, records).is_empty());
     }
 }

@@ -149,7 +149,7 @@ impl Sink {
     }
 
     /// The checks every call makes first: closed sink, sticky stop.
-    fn gate(st: &SinkState) -> ApiResult<()> {
+    fn ensure_accepting(st: &SinkState) -> ApiResult<()> {
         if st.closed {
             return Err(ControllerError::SinkClosed.to_api());
         }
@@ -414,7 +414,7 @@ impl EventSink for Sink {
     async fn model(&self, request: ModelRequest) -> ApiResult<ModelResponse> {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
-        Self::gate(st)?;
+        Self::ensure_accepting(st)?;
         if self.goes_live(st) {
             return self.live_model(st, &request, true).await;
         }
@@ -447,7 +447,7 @@ impl EventSink for Sink {
     async fn output(&self, text: String) -> ApiResult<()> {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
-        Self::gate(st)?;
+        Self::ensure_accepting(st)?;
         if self.goes_live(st) {
             let message = Message::text_message("assistant", text.clone());
             self.append(st, EventKind::Output, EventBody::Message(message))
@@ -467,7 +467,7 @@ impl EventSink for Sink {
     async fn tool_call(&self, call: ToolCall) -> ApiResult<ToolResult> {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
-        Self::gate(st)?;
+        Self::ensure_accepting(st)?;
         if call.mediation == Mediation::RequiresApproval {
             return self.gated_tool_call(st, call).await;
         }
@@ -534,7 +534,7 @@ impl EventSink for Sink {
     async fn report(&self, result: ToolResult) -> ApiResult<()> {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
-        Self::gate(st)?;
+        Self::ensure_accepting(st)?;
         if result.approval_request_seq != 0
             || result.approval_decision_seq != 0
             || result.code == ToolResultCode::ApprovalDenied
@@ -556,7 +556,7 @@ impl EventSink for Sink {
     async fn usage(&self, usage: Usage) -> ApiResult<()> {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
-        Self::gate(st)?;
+        Self::ensure_accepting(st)?;
         if self.goes_live(st) {
             self.append(st, EventKind::Usage, EventBody::Usage(usage))
                 .await?;

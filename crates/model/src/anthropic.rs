@@ -1,4 +1,6 @@
-//! [`AnthropicProvider`]: Anthropic's Messages API (`POST {base}/v1/messages`).
+//! The Anthropic dialect of [`HttpProvider`]: [`AnthropicProvider`] speaks Anthropic's Messages
+//! API (`POST {base}/v1/messages`). This module owns only the wire format: [`AnthropicConfig`]
+//! (`x-api-key`, `anthropic-version`), the request body, and reading answers and stream events.
 //!
 //! Request mapping:
 //!
@@ -38,19 +40,21 @@ use std::fmt;
 use std::time::Duration;
 
 use agentsessions_api::{
-    self as api, DeltaSink, Message, ModelProvider, ModelRequest, ModelResponse, Part,
-    ReasoningPart, TextPart, ToolCall, ToolChoice, ToolChoiceMode, ToolDefinition, Usage,
+    DeltaSink, Message, ModelRequest, ModelResponse, Part, ReasoningPart, TextPart, ToolCall,
+    ToolChoice, ToolChoiceMode, ToolDefinition, Usage,
 };
-use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::content::{inline_opaque, kind, parse_arguments, resolve_model, tool_result_text};
+use crate::content::{
+    WireError, inline_opaque, input_schema, kind, parse_arguments, tool_result_text, unsupported,
+};
 use crate::error::{ModelError, Result};
-use crate::http::{self, HttpClient, HttpSettings, MAX_BODY_BYTES, RetryPolicy};
+use crate::http::{HttpSettings, RetryPolicy};
 use crate::params::{self, Kind, Rules};
-use crate::sse::{self, Flow, MAX_LINE_BYTES};
+use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder, api_key_from};
+use crate::sse::Flow;
 
 /// The provider name, also the `provider` of the reasoning parts it produces.
 pub const PROVIDER: &str = "anthropic";
@@ -70,25 +74,16 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// The environment variables [`AnthropicConfig::from_env`] reads the key from, first set one wins.
 pub const API_KEY_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "MODEL_API_KEY"];
 
+/// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
+/// hold the common ones.
 const PARAMS: Rules = Rules {
     typed: &[
-        ("max_tokens", Kind::Integer),
         ("top_k", Kind::Integer),
         ("thinking_budget_tokens", Kind::Integer),
-        ("temperature", Kind::Float),
-        ("top_p", Kind::Float),
         ("stop_sequences", Kind::Json),
-        ("metadata", Kind::Json),
         ("thinking", Kind::Json),
     ],
-    reserved: &[
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "stream",
-    ],
+    reserved: &["system"],
 };
 
 /// How to reach the Anthropic Messages API.
@@ -140,10 +135,7 @@ impl AnthropicConfig {
         default_model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Self {
-        let api_key = API_KEY_VARS
-            .iter()
-            .find_map(|name| lookup(name).filter(|key| !key.is_empty()))
-            .unwrap_or_default();
+        let api_key = api_key_from(&API_KEY_VARS, lookup);
         Self {
             api_key,
             ..Self::new(default_model)
@@ -172,17 +164,17 @@ impl fmt::Debug for AnthropicConfig {
     }
 }
 
-/// A [`ModelProvider`] for the Anthropic Messages API. Cloning shares the connection pool.
+/// A [`agentsessions_api::ModelProvider`] for the Anthropic Messages API. Cloning shares the
+/// connection pool.
+pub type AnthropicProvider = HttpProvider<AnthropicDialect>;
+
+/// The Anthropic Messages wire format.
 #[derive(Debug, Clone)]
-pub struct AnthropicProvider {
-    url: String,
-    headers: HeaderMap,
-    default_model: String,
+pub struct AnthropicDialect {
     max_tokens: u32,
-    http: HttpClient,
 }
 
-impl AnthropicProvider {
+impl HttpProvider<AnthropicDialect> {
     /// A provider for `config`.
     ///
     /// # Errors
@@ -190,69 +182,45 @@ impl AnthropicProvider {
     /// [`ModelError::InvalidConfig`] when the default model is empty, the key or version cannot
     /// be sent as a header, or the TLS setup fails.
     pub fn new(config: AnthropicConfig) -> Result<Self> {
-        if config.default_model.is_empty() {
-            return Err(ModelError::InvalidConfig {
-                detail: "a default model is required".to_owned(),
-            });
-        }
-        let mut headers = HeaderMap::new();
+        let mut connection = Connection::new(
+            config.endpoint(),
+            config.default_model,
+            HttpSettings {
+                timeout: config.timeout,
+                connect_timeout: config.connect_timeout,
+                retry: config.retry,
+            },
+        )?;
         if !config.api_key.is_empty() {
-            let (name, value) = http::credential_header("x-api-key", &config.api_key)?;
-            headers.insert(name, value);
+            connection.credential("x-api-key", &config.api_key)?;
         }
         let version =
             HeaderValue::from_str(&config.api_version).map_err(|_| ModelError::InvalidConfig {
                 detail: format!("{:?} is not a valid api version", config.api_version),
             })?;
-        headers.insert(HeaderName::from_static("anthropic-version"), version);
-        let http = HttpClient::new(HttpSettings {
-            timeout: config.timeout,
-            connect_timeout: config.connect_timeout,
-            retry: config.retry.clone(),
-        })?;
-        Ok(Self {
-            url: config.endpoint(),
-            headers,
-            default_model: config.default_model,
+        connection.header(HeaderName::from_static("anthropic-version"), version);
+        let dialect = AnthropicDialect {
             max_tokens: config.max_tokens,
-            http,
-        })
-    }
-
-    async fn call(
-        &self,
-        request: &ModelRequest,
-        deltas: Option<&dyn DeltaSink>,
-    ) -> Result<ModelResponse> {
-        let model = resolve_model(&request.model, &self.default_model);
-        let body = request_body(request, model, self.max_tokens, deltas.is_some())?;
-        let mut response = self.http.post_json(&self.url, &self.headers, &body).await?;
-        let draft = match deltas {
-            None => Draft::from_body(&response.read_capped(MAX_BODY_BYTES).await?)?,
-            Some(sink) => Draft::from_stream(&mut response, sink).await?,
         };
-        draft.into_response(model)
+        Self::connect(connection, dialect)
     }
 }
 
-#[async_trait]
-impl ModelProvider for AnthropicProvider {
-    fn name(&self) -> &str {
-        PROVIDER
+impl Dialect for AnthropicDialect {
+    const NAME: &'static str = PROVIDER;
+
+    type Stream = EventDecoder;
+
+    fn request_body(&self, request: &ModelRequest, model: &str, stream: bool) -> Result<Vec<u8>> {
+        request_body(request, model, self.max_tokens, stream)
     }
 
-    fn default_model(&self) -> &str {
-        &self.default_model
+    fn read_response(&self, body: &[u8], model: &str) -> Result<ModelResponse> {
+        Draft::from_body(body)?.into_response(model)
     }
 
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        deltas: Option<&dyn DeltaSink>,
-    ) -> api::Result<ModelResponse> {
-        self.call(request, deltas)
-            .await
-            .map_err(|err| err.into_api_error(PROVIDER))
+    fn stream_decoder(&self) -> EventDecoder {
+        EventDecoder::default()
     }
 }
 
@@ -392,13 +360,6 @@ fn thinking_block(part: &ReasoningPart) -> Result<Value> {
     }
 }
 
-fn unsupported(role: &str, part: &'static str) -> ModelError {
-    ModelError::UnsupportedPart {
-        role: if role.is_empty() { "user" } else { role }.to_owned(),
-        part,
-    }
-}
-
 fn tools(tools: &[ToolDefinition]) -> Value {
     let tools = tools.iter().map(|tool| {
         let mut entry = Map::new();
@@ -406,11 +367,7 @@ fn tools(tools: &[ToolDefinition]) -> Value {
         if !tool.description.is_empty() {
             entry.insert("description".into(), tool.description.clone().into());
         }
-        let schema = tool.input_schema.clone().map_or_else(
-            || json!({"type": "object", "properties": {}}),
-            Value::Object,
-        );
-        entry.insert("input_schema".into(), schema);
+        entry.insert("input_schema".into(), input_schema(tool));
         Value::Object(entry)
     });
     Value::Array(tools.collect())
@@ -470,22 +427,6 @@ enum WireBlock {
 struct WireUsage {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    message: Option<String>,
-}
-
-impl WireError {
-    fn into_model_error(self) -> ModelError {
-        ModelError::ProviderError {
-            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
-            message: self.message.unwrap_or_default(),
-        }
-    }
 }
 
 /// One streamed event's data.
@@ -597,6 +538,47 @@ impl Block {
     }
 }
 
+/// Puts a streamed message together from its events.
+#[derive(Default)]
+pub(crate) struct EventDecoder {
+    draft: Draft,
+}
+
+impl StreamDecoder for EventDecoder {
+    fn event(&mut self, data: &str, deltas: &dyn DeltaSink) -> Result<Flow> {
+        let event: Event =
+            serde_json::from_str(data).map_err(|err| ModelError::MalformedResponse {
+                detail: format!("stream event is not valid json: {err}"),
+            })?;
+        let draft = &mut self.draft;
+        match event {
+            Event::MessageStart { message } => {
+                draft.model = message.model.unwrap_or_default();
+                draft.set_usage(message.usage);
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                draft.blocks.insert(index, Block::from_wire(content_block));
+            }
+            Event::ContentBlockDelta { index, delta } => draft.apply(index, delta, deltas)?,
+            Event::MessageDelta { usage } => draft.set_usage(usage),
+            Event::MessageStop => return Ok(Flow::Stop),
+            Event::Error { error } => return Err(error.into_model_error()),
+            Event::Other => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn finish(self, stopped: bool, model: &str) -> Result<ModelResponse> {
+        if !stopped {
+            return Err(ModelError::TruncatedStream);
+        }
+        self.draft.into_response(model)
+    }
+}
+
 /// A message being put together, from one body or from a stream; both paths end in
 /// [`Draft::into_response`], so they cannot disagree on the message's shape.
 #[derive(Default)]
@@ -632,39 +614,6 @@ impl Draft {
             ..Self::default()
         };
         draft.set_usage(message.usage);
-        Ok(draft)
-    }
-
-    async fn from_stream(response: &mut http::Response, sink: &dyn DeltaSink) -> Result<Self> {
-        let mut draft = Self::default();
-        let stopped = sse::read_events(response, MAX_LINE_BYTES, |data| {
-            let event: Event =
-                serde_json::from_str(data).map_err(|err| ModelError::MalformedResponse {
-                    detail: format!("stream event is not valid json: {err}"),
-                })?;
-            match event {
-                Event::MessageStart { message } => {
-                    draft.model = message.model.unwrap_or_default();
-                    draft.set_usage(message.usage);
-                }
-                Event::ContentBlockStart {
-                    index,
-                    content_block,
-                } => {
-                    draft.blocks.insert(index, Block::from_wire(content_block));
-                }
-                Event::ContentBlockDelta { index, delta } => draft.apply(index, delta, sink)?,
-                Event::MessageDelta { usage } => draft.set_usage(usage),
-                Event::MessageStop => return Ok(Flow::Stop),
-                Event::Error { error } => return Err(error.into_model_error()),
-                Event::Other => {}
-            }
-            Ok(Flow::Continue)
-        })
-        .await?;
-        if !stopped {
-            return Err(ModelError::TruncatedStream);
-        }
         Ok(draft)
     }
 

@@ -1,8 +1,10 @@
-//! Content rules both HTTP providers share: which model a request means, what text a tool result
-//! shows the model, and how tool arguments and reasoning bytes are checked.
+//! Content rules both HTTP dialects share: which model a request means, what text a tool result
+//! shows the model, a tool's parameter schema, the parts a role cannot send, the error object
+//! both vendors answer with, and how tool arguments and reasoning bytes are checked.
 
-use agentsessions_api::{JsonObject, Part, ReasoningPart, ToolResult};
-use serde_json::Value;
+use agentsessions_api::{JsonObject, Part, ReasoningPart, ToolDefinition, ToolResult};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::error::{ModelError, Result};
 
@@ -74,6 +76,39 @@ pub(crate) fn inline_opaque(part: &ReasoningPart) -> Result<&[u8]> {
         });
     }
     Ok(&part.opaque)
+}
+
+/// A tool's parameter schema; a tool without one takes an empty object.
+pub(crate) fn input_schema(tool: &ToolDefinition) -> Value {
+    tool.input_schema.clone().map_or_else(
+        || json!({"type": "object", "properties": {}}),
+        Value::Object,
+    )
+}
+
+/// The refusal of a `part` a message of `role` cannot carry (an empty role is the user's).
+pub(crate) fn unsupported(role: &str, part: &'static str) -> ModelError {
+    ModelError::UnsupportedPart {
+        role: if role.is_empty() { "user" } else { role }.to_owned(),
+        part,
+    }
+}
+
+/// The error object both vendors put in a body or a stream: `{"type": …, "message": …}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireError {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<String>,
+}
+
+impl WireError {
+    pub(crate) fn into_model_error(self) -> ModelError {
+        ModelError::ProviderError {
+            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
+            message: self.message.unwrap_or_default(),
+        }
+    }
 }
 
 /// A JSON value's type name, for messages.

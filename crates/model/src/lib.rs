@@ -1,10 +1,12 @@
 //! Model providers: the implementations of [`agentsessions_api::ModelProvider`] that the host calls
 //! models through.
 //!
-//! - [`OpenAiProvider`]: any OpenAI-compatible chat completions endpoint, with streaming, tool
-//!   calls and `reasoning_content`.
-//! - [`AnthropicProvider`]: Anthropic's Messages API, with streaming, tool use and thinking blocks
-//!   that are sent back verbatim.
+//! - [`HttpProvider`]: the one HTTP provider (retries, timeouts, streaming, error mapping),
+//!   speaking one dialect per vendor:
+//!   - [`OpenAiProvider`]: any OpenAI-compatible chat completions endpoint, with streaming, tool
+//!     calls and `reasoning_content`.
+//!   - [`AnthropicProvider`]: Anthropic's Messages API, with streaming, tool use and thinking
+//!     blocks that are sent back verbatim.
 //! - [`EchoModel`] and [`RandomTextModel`]: offline providers for the demo and for tests.
 //! - [`CountingProvider`]: counts calls, to prove that replay calls no model.
 //!
@@ -35,8 +37,11 @@
 //! ```
 //!
 //! Module map:
-//! - [`openai`]: [`OpenAiConfig`] and [`OpenAiProvider`], with the request mapping table.
-//! - [`anthropic`]: [`AnthropicConfig`] and [`AnthropicProvider`], with the request mapping table.
+//! - `provider`: [`HttpProvider`] and the dialect seam (what a vendor's wire format decides).
+//! - [`openai`]: the OpenAI-compatible dialect, [`OpenAiConfig`] and [`OpenAiProvider`], with the
+//!   request mapping table.
+//! - [`anthropic`]: the Anthropic dialect, [`AnthropicConfig`] and [`AnthropicProvider`], with
+//!   the request mapping table.
 //! - [`offline`]: [`EchoModel`] and [`RandomTextModel`].
 //! - `counting`: [`CountingProvider`].
 //! - `error`: [`ModelError`], its retry rule and its status codes.
@@ -54,11 +59,13 @@ mod http;
 pub mod offline;
 pub mod openai;
 mod params;
+mod provider;
 mod sse;
 
-pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use anthropic::{AnthropicConfig, AnthropicDialect, AnthropicProvider};
 pub use counting::CountingProvider;
 pub use error::{ModelError, Result};
 pub use http::RetryPolicy;
 pub use offline::{EchoModel, RandomTextModel};
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use openai::{OpenAiConfig, OpenAiDialect, OpenAiProvider};
+pub use provider::HttpProvider;

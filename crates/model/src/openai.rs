@@ -1,5 +1,7 @@
-//! [`OpenAiProvider`]: any server that speaks OpenAI's chat completions API (OpenAI, DeepSeek,
-//! vLLM, llama.cpp, Ollama…), over plain HTTP with no vendor SDK.
+//! The OpenAI-compatible dialect of [`HttpProvider`]: [`OpenAiProvider`] speaks to any server
+//! that speaks OpenAI's chat completions API (OpenAI, DeepSeek, vLLM, llama.cpp, Ollama…), over
+//! plain HTTP with no vendor SDK. This module owns only the wire format: [`OpenAiConfig`] (auth
+//! header), the request body, and reading answers and stream chunks.
 //!
 //! Request mapping:
 //!
@@ -35,19 +37,20 @@ use std::fmt;
 use std::time::Duration;
 
 use agentsessions_api::{
-    self as api, DeltaSink, Message, ModelProvider, ModelRequest, ModelResponse, Part,
-    ReasoningPart, TextPart, ToolCall, ToolChoice, ToolChoiceMode, ToolDefinition, Usage,
+    DeltaSink, Message, ModelRequest, ModelResponse, Part, ReasoningPart, TextPart, ToolCall,
+    ToolChoice, ToolChoiceMode, ToolDefinition, Usage,
 };
-use async_trait::async_trait;
-use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::content::{inline_opaque, parse_arguments, resolve_model, tool_result_text};
+use crate::content::{
+    WireError, inline_opaque, input_schema, parse_arguments, tool_result_text, unsupported,
+};
 use crate::error::{ModelError, Result};
-use crate::http::{self, HttpClient, HttpSettings, MAX_BODY_BYTES, RetryPolicy};
+use crate::http::{HttpSettings, RetryPolicy};
 use crate::params::{self, Kind, Rules};
-use crate::sse::{self, Flow, MAX_LINE_BYTES};
+use crate::provider::{Connection, Dialect, HttpProvider, StreamDecoder, api_key_from};
+use crate::sse::Flow;
 
 /// The provider name, also the `provider` of the reasoning parts it produces.
 pub const PROVIDER: &str = "openai";
@@ -61,13 +64,12 @@ pub const DEFAULT_PATH: &str = "/chat/completions";
 /// The environment variables [`OpenAiConfig::from_env`] reads the key from, first set one wins.
 pub const API_KEY_VARS: [&str; 2] = ["MODEL_API_KEY", "OPENAI_API_KEY"];
 
+/// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
+/// hold the common ones.
 const PARAMS: Rules = Rules {
     typed: &[
-        ("temperature", Kind::Float),
-        ("top_p", Kind::Float),
         ("frequency_penalty", Kind::Float),
         ("presence_penalty", Kind::Float),
-        ("max_tokens", Kind::Integer),
         ("max_completion_tokens", Kind::Integer),
         ("seed", Kind::Integer),
         ("top_logprobs", Kind::Integer),
@@ -76,17 +78,8 @@ const PARAMS: Rules = Rules {
         ("store", Kind::Bool),
         ("response_format", Kind::Json),
         ("logit_bias", Kind::Json),
-        ("metadata", Kind::Json),
     ],
-    reserved: &[
-        "model",
-        "messages",
-        "stream",
-        "stream_options",
-        "tools",
-        "tool_choice",
-        "n",
-    ],
+    reserved: &["stream_options", "n"],
 };
 
 /// How to reach an OpenAI-compatible endpoint.
@@ -146,10 +139,7 @@ impl OpenAiConfig {
         default_model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Self {
-        let api_key = API_KEY_VARS
-            .iter()
-            .find_map(|name| lookup(name).filter(|key| !key.is_empty()))
-            .unwrap_or_default();
+        let api_key = api_key_from(&API_KEY_VARS, lookup);
         Self {
             api_key,
             ..Self::new(default_model)
@@ -185,18 +175,17 @@ impl fmt::Debug for OpenAiConfig {
     }
 }
 
-/// A [`ModelProvider`] for an OpenAI-compatible chat completions endpoint. Cloning shares the
-/// connection pool.
+/// A [`agentsessions_api::ModelProvider`] for an OpenAI-compatible chat completions endpoint.
+/// Cloning shares the connection pool.
+pub type OpenAiProvider = HttpProvider<OpenAiDialect>;
+
+/// The OpenAI chat completions wire format.
 #[derive(Debug, Clone)]
-pub struct OpenAiProvider {
-    url: String,
-    headers: HeaderMap,
-    default_model: String,
+pub struct OpenAiDialect {
     send_reasoning: bool,
-    http: HttpClient,
 }
 
-impl OpenAiProvider {
+impl HttpProvider<OpenAiDialect> {
     /// A provider for `config`.
     ///
     /// # Errors
@@ -204,69 +193,45 @@ impl OpenAiProvider {
     /// [`ModelError::InvalidConfig`] when the default model is empty, the auth header name or key
     /// cannot be sent as a header, or the TLS setup fails.
     pub fn new(config: OpenAiConfig) -> Result<Self> {
-        if config.default_model.is_empty() {
-            return Err(ModelError::InvalidConfig {
-                detail: "a default model is required".to_owned(),
-            });
-        }
-        let mut headers = HeaderMap::new();
+        let mut connection = Connection::new(
+            config.endpoint(),
+            config.default_model,
+            HttpSettings {
+                timeout: config.timeout,
+                connect_timeout: config.connect_timeout,
+                retry: config.retry,
+            },
+        )?;
         if !config.api_key.is_empty() {
             let value = if config.auth_header.eq_ignore_ascii_case("authorization") {
                 format!("Bearer {}", config.api_key)
             } else {
-                config.api_key.clone()
+                config.api_key
             };
-            let (name, value) = http::credential_header(&config.auth_header, &value)?;
-            headers.insert(name, value);
+            connection.credential(&config.auth_header, &value)?;
         }
-        let http = HttpClient::new(HttpSettings {
-            timeout: config.timeout,
-            connect_timeout: config.connect_timeout,
-            retry: config.retry.clone(),
-        })?;
-        Ok(Self {
-            url: config.endpoint(),
-            headers,
-            default_model: config.default_model,
+        let dialect = OpenAiDialect {
             send_reasoning: config.send_reasoning,
-            http,
-        })
-    }
-
-    async fn call(
-        &self,
-        request: &ModelRequest,
-        deltas: Option<&dyn DeltaSink>,
-    ) -> Result<ModelResponse> {
-        let model = resolve_model(&request.model, &self.default_model);
-        let body = request_body(request, model, self.send_reasoning, deltas.is_some())?;
-        let mut response = self.http.post_json(&self.url, &self.headers, &body).await?;
-        let draft = match deltas {
-            None => Draft::from_body(&response.read_capped(MAX_BODY_BYTES).await?)?,
-            Some(sink) => Draft::from_stream(&mut response, sink).await?,
         };
-        draft.into_response(model)
+        Self::connect(connection, dialect)
     }
 }
 
-#[async_trait]
-impl ModelProvider for OpenAiProvider {
-    fn name(&self) -> &str {
-        PROVIDER
+impl Dialect for OpenAiDialect {
+    const NAME: &'static str = PROVIDER;
+
+    type Stream = ChunkDecoder;
+
+    fn request_body(&self, request: &ModelRequest, model: &str, stream: bool) -> Result<Vec<u8>> {
+        request_body(request, model, self.send_reasoning, stream)
     }
 
-    fn default_model(&self) -> &str {
-        &self.default_model
+    fn read_response(&self, body: &[u8], model: &str) -> Result<ModelResponse> {
+        Draft::from_body(body)?.into_response(model)
     }
 
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        deltas: Option<&dyn DeltaSink>,
-    ) -> api::Result<ModelResponse> {
-        self.call(request, deltas)
-            .await
-            .map_err(|err| err.into_api_error(PROVIDER))
+    fn stream_decoder(&self) -> ChunkDecoder {
+        ChunkDecoder::default()
     }
 }
 
@@ -388,13 +353,6 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-fn unsupported(role: &str, part: &'static str) -> ModelError {
-    ModelError::UnsupportedPart {
-        role: role.to_owned(),
-        part,
-    }
-}
-
 fn tools(tools: &[ToolDefinition]) -> Value {
     let tools = tools.iter().map(|tool| {
         let mut function = Map::new();
@@ -402,11 +360,7 @@ fn tools(tools: &[ToolDefinition]) -> Value {
         if !tool.description.is_empty() {
             function.insert("description".into(), tool.description.clone().into());
         }
-        let parameters = tool.input_schema.clone().map_or_else(
-            || json!({"type": "object", "properties": {}}),
-            Value::Object,
-        );
-        function.insert("parameters".into(), parameters);
+        function.insert("parameters".into(), input_schema(tool));
         json!({"type": "function", "function": function})
     });
     Value::Array(tools.collect())
@@ -471,22 +425,6 @@ struct WireUsageDetails {
     reasoning_tokens: Option<i64>,
 }
 
-#[derive(Deserialize)]
-struct WireError {
-    message: Option<String>,
-    #[serde(rename = "type")]
-    kind: Option<String>,
-}
-
-impl WireError {
-    fn into_model_error(self) -> ModelError {
-        ModelError::ProviderError {
-            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
-            message: self.message.unwrap_or_default(),
-        }
-    }
-}
-
 /// One streamed `chat.completion.chunk`.
 #[derive(Deserialize)]
 struct Chunk {
@@ -507,6 +445,66 @@ struct ChunkDelta {
     content: Option<String>,
     reasoning_content: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// Puts a streamed completion together from its `chat.completion.chunk`s.
+#[derive(Default)]
+pub(crate) struct ChunkDecoder {
+    draft: Draft,
+    saw_choice: bool,
+    finished: bool,
+}
+
+impl StreamDecoder for ChunkDecoder {
+    fn event(&mut self, data: &str, deltas: &dyn DeltaSink) -> Result<Flow> {
+        if data.trim() == "[DONE]" {
+            return Ok(Flow::Stop);
+        }
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|err| ModelError::MalformedResponse {
+                detail: format!("stream chunk is not valid json: {err}"),
+            })?;
+        if let Some(error) = chunk.error {
+            return Err(error.into_model_error());
+        }
+        let draft = &mut self.draft;
+        if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
+            draft.model = model;
+        }
+        if chunk.usage.is_some() {
+            draft.usage = chunk.usage;
+        }
+        let Some(choice) = chunk.choices.into_iter().flatten().next() else {
+            return Ok(Flow::Continue);
+        };
+        self.saw_choice = true;
+        self.finished |= choice.finish_reason.is_some();
+        let Some(delta) = choice.delta else {
+            return Ok(Flow::Continue);
+        };
+        if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
+            deltas.chunk(0, &content);
+            draft.text.push_str(&content);
+        }
+        if let Some(reasoning) = delta.reasoning_content {
+            draft.reasoning.push_str(&reasoning);
+        }
+        for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
+            draft.merge_call(position, call);
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn finish(self, stopped: bool, model: &str) -> Result<ModelResponse> {
+        // Without [DONE] the only proof of a complete answer is a finish reason.
+        if !stopped && !self.finished {
+            return Err(ModelError::TruncatedStream);
+        }
+        if !self.saw_choice {
+            return Err(ModelError::NoChoices);
+        }
+        self.draft.into_response(model)
+    }
 }
 
 /// A completion being put together, from one body or from many chunks; both paths end in
@@ -554,58 +552,6 @@ impl Draft {
         };
         for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
             draft.merge_call(position, call);
-        }
-        Ok(draft)
-    }
-
-    async fn from_stream(response: &mut http::Response, sink: &dyn DeltaSink) -> Result<Self> {
-        let mut draft = Self::default();
-        let mut saw_choice = false;
-        let mut finished = false;
-        let done = sse::read_events(response, MAX_LINE_BYTES, |data| {
-            if data.trim() == "[DONE]" {
-                return Ok(Flow::Stop);
-            }
-            let chunk: Chunk =
-                serde_json::from_str(data).map_err(|err| ModelError::MalformedResponse {
-                    detail: format!("stream chunk is not valid json: {err}"),
-                })?;
-            if let Some(error) = chunk.error {
-                return Err(error.into_model_error());
-            }
-            if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
-                draft.model = model;
-            }
-            if chunk.usage.is_some() {
-                draft.usage = chunk.usage;
-            }
-            let Some(choice) = chunk.choices.into_iter().flatten().next() else {
-                return Ok(Flow::Continue);
-            };
-            saw_choice = true;
-            finished |= choice.finish_reason.is_some();
-            let Some(delta) = choice.delta else {
-                return Ok(Flow::Continue);
-            };
-            if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
-                sink.chunk(0, &content);
-                draft.text.push_str(&content);
-            }
-            if let Some(reasoning) = delta.reasoning_content {
-                draft.reasoning.push_str(&reasoning);
-            }
-            for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
-                draft.merge_call(position, call);
-            }
-            Ok(Flow::Continue)
-        })
-        .await?;
-        // Without [DONE] the only proof of a complete answer is a finish reason.
-        if !done && !finished {
-            return Err(ModelError::TruncatedStream);
-        }
-        if !saw_choice {
-            return Err(ModelError::NoChoices);
         }
         Ok(draft)
     }

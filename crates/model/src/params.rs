@@ -1,6 +1,8 @@
-//! Request parameters: `ModelRequest.params` is a string map, but providers want numbers,
-//! booleans and objects. Each provider lists the keys it knows with their JSON type; every other
-//! key is passed through as a JSON string, and keys the provider fills in itself are refused.
+//! Request parameters, the per-call model settings: `ModelRequest.params` is a string map, but
+//! providers want numbers, booleans and objects. The settings every dialect types alike
+//! ([`SHARED`]: sampling, the output bound, metadata) are listed once; each dialect adds the keys
+//! only it knows. Every other key is passed through as a JSON string, and keys the provider fills
+//! in itself are refused.
 
 use std::collections::BTreeMap;
 
@@ -21,12 +23,24 @@ pub(crate) enum Kind {
     Json,
 }
 
+/// The settings every dialect sends with the same JSON type.
+pub(crate) const SHARED: &[(&str, Kind)] = &[
+    ("temperature", Kind::Float),
+    ("top_p", Kind::Float),
+    ("max_tokens", Kind::Integer),
+    ("metadata", Kind::Json),
+];
+
+/// The keys every provider fills in itself.
+pub(crate) const RESERVED: &[&str] = &["model", "messages", "tools", "tool_choice", "stream"];
+
 /// What one provider knows about parameters.
 #[derive(Debug)]
 pub(crate) struct Rules {
-    /// Keys sent with a JSON type other than string.
+    /// Keys sent with a JSON type other than string, beyond [`SHARED`].
     pub(crate) typed: &'static [(&'static str, Kind)],
-    /// Keys the provider sets itself; giving them is an error, not a silent override.
+    /// Keys the provider sets itself beyond [`RESERVED`]; giving them is an error, not a silent
+    /// override.
     pub(crate) reserved: &'static [&'static str],
 }
 
@@ -37,12 +51,12 @@ pub(crate) fn apply(
     body: &mut Map<String, Value>,
 ) -> Result<()> {
     for (name, raw) in params.into_iter().flatten() {
-        if rules.reserved.contains(&name.as_str()) {
+        if RESERVED.contains(&name.as_str()) || rules.reserved.contains(&name.as_str()) {
             return Err(ModelError::ReservedParam { name: name.clone() });
         }
-        let kind = rules
-            .typed
+        let kind = SHARED
             .iter()
+            .chain(rules.typed)
             .find(|(known, _)| known == name)
             .map(|&(_, kind)| kind);
         let value = match kind {
@@ -83,7 +97,6 @@ mod tests {
 
     const RULES: Rules = Rules {
         typed: &[
-            ("temperature", Kind::Float),
             ("seed", Kind::Integer),
             ("logprobs", Kind::Bool),
             ("stop_sequences", Kind::Json),
@@ -135,5 +148,27 @@ mod tests {
             })
         );
         apply(None, &RULES, &mut body).unwrap();
+    }
+
+    // brief: the shared settings are typed for every dialect without being listed again.
+    #[test]
+    fn shared_settings_are_typed_for_every_dialect() {
+        const BARE: Rules = Rules {
+            typed: &[],
+            reserved: &[],
+        };
+        let mut body = Map::new();
+        let given = params(&[
+            ("temperature", "0.25"),
+            ("top_p", "1"),
+            ("max_tokens", "64"),
+            ("metadata", r#"{"user_id":"u"}"#),
+        ]);
+        apply(Some(&given), &BARE, &mut body).unwrap();
+        assert_eq!(
+            Value::Object(body),
+            json!({"temperature": 0.25, "top_p": 1.0, "max_tokens": 64,
+                   "metadata": {"user_id": "u"}})
+        );
     }
 }
