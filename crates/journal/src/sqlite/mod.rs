@@ -76,6 +76,9 @@ pub struct SqliteOptions {
     pub queue_depth: usize,
     /// How batches are made durable.
     pub durability: Durability,
+    /// Open an existing file only to read it: nothing is created, migrated or written, and
+    /// every write fails (for tools that read a file they may not write).
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -84,6 +87,7 @@ impl Default for SqliteOptions {
             default_project: DEFAULT_PROJECT.to_owned(),
             queue_depth: 4096,
             durability: Durability::default(),
+            read_only: false,
         }
     }
 }
@@ -144,12 +148,16 @@ impl SqliteJournal {
                     .to_owned(),
             ));
         }
-        let mut conn = schema::open_connection(&path, true)?;
-        schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
-        let wal = match options.durability {
-            Durability::Pipelined => open_wal(&conn)?,
-            Durability::Full => None,
+        let mut conn = schema::open_connection(&path, !options.read_only)?;
+        let wal = if options.read_only {
+            None
+        } else {
+            schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
+            conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+            match options.durability {
+                Durability::Pipelined => open_wal(&conn)?,
+                Durability::Full => None,
+            }
         };
         let durability = if wal.is_some() {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
