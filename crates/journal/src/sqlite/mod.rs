@@ -105,6 +105,7 @@ pub struct SqliteJournal {
     durability: Durability,
     watermark: Arc<Watermark>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    read_only: bool,
 }
 
 impl Drop for SqliteJournal {
@@ -166,7 +167,7 @@ impl SqliteJournal {
             Durability::Full
         };
         let readers = (0..READ_POOL)
-            .map(|_| open_reader(&path))
+            .map(|_| open_reader(&path, options.read_only))
             .collect::<Result<Vec<_>>>()?;
         let watermark = Arc::new(Watermark::default());
         let syncer = match wal {
@@ -192,6 +193,7 @@ impl SqliteJournal {
             durability,
             watermark,
             writer_thread: Mutex::new(Some(handle)),
+            read_only: options.read_only,
         })
     }
 
@@ -243,6 +245,7 @@ impl SqliteJournal {
     ) -> Result<T> {
         let pool = Arc::clone(&self.readers);
         let path = self.path.clone();
+        let read_only = self.read_only;
         let watermark =
             (self.durability == Durability::Pipelined).then(|| Arc::clone(&self.watermark));
         let permit = Arc::clone(&self.read_permits)
@@ -259,7 +262,7 @@ impl SqliteJournal {
             // read; that one is replaced.
             let conn = match pooled {
                 Some(c) => c,
-                None => open_reader(&path)?,
+                None => open_reader(&path, read_only)?,
             };
             let out = f(&conn);
             pool.lock()
@@ -400,8 +403,8 @@ fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
     })
 }
 
-fn open_reader(path: &Path) -> Result<Connection> {
-    let conn = schema::open_connection(path, true)?;
+fn open_reader(path: &Path, read_only: bool) -> Result<Connection> {
+    let conn = schema::open_connection(path, !read_only)?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }

@@ -176,7 +176,8 @@ impl CliError {
     }
 }
 
-/// The transport's own words for an unreachable server, the innermost cause first.
+/// The transport's own words for an unreachable server: the innermost cause (`Connection
+/// refused`), which the outer layers only repeat.
 fn transport_reason(error: &ClientError) -> String {
     let ClientError::Status(status) = error else {
         return error.to_string();
@@ -184,7 +185,7 @@ fn transport_reason(error: &ClientError) -> String {
     let mut reason = status.message().to_owned();
     let mut source = std::error::Error::source(status);
     while let Some(cause) = source {
-        reason = format!("{reason}: {cause}");
+        reason = cause.to_string();
         source = cause.source();
     }
     if reason.is_empty() {

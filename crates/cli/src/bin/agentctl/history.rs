@@ -171,12 +171,16 @@ pub(crate) async fn import(
     }
     let total = records.len();
     let mut stderr = std::io::stderr();
-    for (step, chunk) in records.chunks(IMPORT_STEP).enumerate() {
+    let _ignored = writeln!(
+        stderr,
+        "agentctl: importing {total} records from {} into {uid}",
+        file.display()
+    );
+    let mut done = 0;
+    for chunk in records.chunks(IMPORT_STEP) {
         load_records(journal, &uid, chunk).await?;
-        if total > IMPORT_STEP {
-            let done = (step * IMPORT_STEP + chunk.len()).min(total);
-            let _ignored = writeln!(stderr, "agentctl: imported {done}/{total} records");
-        }
+        done += chunk.len();
+        let _ignored = writeln!(stderr, "agentctl: imported {done}/{total} records");
     }
     let summary = Imported {
         session: &uid,
