@@ -7,8 +7,9 @@ use clap::{Args, Parser, Subcommand};
 /// Exit codes, shown after `agentctl --help` (the table is `From<CliError> for ExitCode`).
 const EXIT_CODES: &str = "\
 Output:
-  Text for people by default. With --json every command prints JSON Lines: one JSON value per
-  line (sessions and records as canonical protobuf JSON), so `agentctl --json list | jq` works.
+  Text for people by default. With --json the session commands print JSON Lines: one JSON value
+  per line (sessions and records as canonical protobuf JSON), so `agentctl --json list | jq`
+  works. export writes the format it is asked for; harness commands print text.
 
 Exit codes:
   0  success

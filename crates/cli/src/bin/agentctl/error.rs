@@ -34,14 +34,18 @@ pub(crate) enum CliError {
     Server(ClientError),
     /// Nothing answers at `--server`.
     #[error(
-        "cannot reach a Sessions server at {address}: {reason}; is agentsessionsd running? \
-         start it with `agentsessionsd --addr {address}`"
+        "cannot reach the {} API at {address}: {reason}; is agentsessionsd running? \
+         start it with `agentsessionsd {} {address}`",
+        .api.name(),
+        .api.flag()
     )]
     Unreachable {
         /// The address given.
         address: String,
         /// The transport's reason.
         reason: String,
+        /// The API asked for.
+        api: Api,
     },
     /// The server at `--server` serves another API (the ports swapped).
     #[error("the server at {address} does not serve the {api} API; {hint}")]
@@ -151,6 +155,7 @@ impl CliError {
             tonic::Code::Unavailable => Self::Unreachable {
                 address: address.to_owned(),
                 reason: transport_reason(&error),
+                api,
             },
             tonic::Code::Unimplemented => Self::WrongApi {
                 address: address.to_owned(),
@@ -207,6 +212,14 @@ impl Api {
         match self {
             Self::Sessions => "Sessions",
             Self::HarnessRegistry => "HarnessRegistry",
+        }
+    }
+
+    /// The daemon's flag that serves this API.
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Sessions => "--addr",
+            Self::HarnessRegistry => "--registry-addr",
         }
     }
 
