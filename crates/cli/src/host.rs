@@ -8,7 +8,7 @@ use std::sync::Arc;
 use agentsessions_api::{ModelProvider, ModelRequest, ModelResponse, RuntimeCapabilities};
 use agentsessions_harnesses::{ChatHarness, EchoHarness};
 use agentsessions_harnesswire::RemoteHarness;
-use agentsessions_journal::{Journal, SqliteJournal};
+use agentsessions_journal::{Journal, SqliteJournal, SqliteOptions};
 use agentsessions_model::{EchoModel, OpenAiConfig, OpenAiProvider};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 use agentsessions_server::harnesses::check_harness_address;
@@ -57,8 +57,14 @@ pub const DEFAULT_RECLAIM_INTERVAL_SECS: u64 = 60;
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct HostConfig {
-    /// Address the daemon serves on (`host:port`; the daemon's default is `127.0.0.1:8080`).
+    /// Address the daemon serves on (`host:port`, a host name resolves; the daemon's default is
+    /// `127.0.0.1:8080`).
     pub addr: String,
+    /// Operator listener for the HarnessRegistry API (`host:port` on a loopback address; empty:
+    /// none).
+    pub registry_addr: String,
+    /// Log format of the daemon: `text` (the default) or `json`.
+    pub log_format: String,
     /// SQLite file path, or a `postgres://` URL.
     pub journal: String,
     /// Postgres schema holding the journal's tables (default `agentsessions`); hosts sharing a
@@ -130,6 +136,28 @@ pub async fn open_journal(address: &str, schema: &str) -> Result<Arc<dyn Journal
         return Ok(Arc::new(journal));
     }
     let journal = SqliteJournal::open(address).map_err(|e| failed(e.to_string()))?;
+    Ok(Arc::new(journal))
+}
+
+/// Opens the journal at `address` for a command that only reads it: an existing SQLite file is
+/// opened read-only (so a file this user may not write can still be read); a missing file and a
+/// Postgres URL open as in [`open_journal`].
+///
+/// # Errors
+/// [`HostError::Journal`].
+pub async fn open_journal_to_read(address: &str) -> Result<Arc<dyn Journal>, HostError> {
+    let is_file = !(address.starts_with("postgres://") || address.starts_with("postgresql://"));
+    if !is_file || !std::path::Path::new(address).exists() {
+        return open_journal(address, "").await;
+    }
+    let options = SqliteOptions {
+        read_only: true,
+        ..SqliteOptions::default()
+    };
+    let journal = SqliteJournal::open_with(address, options).map_err(|e| HostError::Journal {
+        address: redact(address),
+        reason: e.to_string(),
+    })?;
     Ok(Arc::new(journal))
 }
 

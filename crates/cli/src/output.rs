@@ -3,6 +3,8 @@
 use agentsessions_client::{text_of, uid_of};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::event::Body;
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 fn enum_name(name: Option<&str>, prefix: &str) -> String {
     name.map_or_else(
@@ -156,26 +158,48 @@ pub fn session_details(session: &pb::Session) -> String {
     lines.join("\n")
 }
 
-/// Canonical proto3-JSON of a session (for `--json`).
-pub fn session_json(session: &pb::Session) -> String {
-    agentsessions_wire::canonical::canonical_message(session)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .unwrap_or_else(|| "{}".to_owned())
+/// Canonical proto3-JSON of a session, embedded verbatim in `--json` output.
+pub fn session_json(session: &pb::Session) -> Box<RawValue> {
+    raw(
+        agentsessions_wire::canonical::canonical_message(session).ok(),
+        "{}",
+    )
 }
 
-/// Canonical proto3-JSON of a record's event, wrapped with its envelope (for `--json`).
-pub fn record_json(record: &pb::LogRecord) -> String {
+/// A record for `--json`: its envelope around the canonical proto3-JSON of its event.
+#[derive(Debug, Serialize)]
+pub struct RecordJson {
+    /// Its seq.
+    pub seq: i64,
+    /// The hash of the record before it.
+    pub prev_hash: String,
+    /// Its content hash.
+    pub hash: String,
+    /// The event as canonical proto3-JSON (`null` if it has none).
+    pub event: Box<RawValue>,
+}
+
+/// `record` for `--json`.
+pub fn record_json(record: &pb::LogRecord) -> RecordJson {
     let event = record
         .event
         .as_ref()
-        .and_then(|e| agentsessions_wire::canonical::canonical_event(e).ok())
+        .and_then(|e| agentsessions_wire::canonical::canonical_event(e).ok());
+    RecordJson {
+        seq: record.seq,
+        prev_hash: record.prev_hash.clone(),
+        hash: record.content_hash.clone(),
+        event: raw(event, "null"),
+    }
+}
+
+/// Canonical JSON bytes as a raw value, `fallback` when there are none or they are not JSON.
+fn raw(bytes: Option<Vec<u8>>, fallback: &str) -> Box<RawValue> {
+    bytes
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .unwrap_or_else(|| "null".to_owned());
-    format!(
-        "{{\"seq\":{},\"prev_hash\":\"{}\",\"hash\":\"{}\",\"event\":{event}}}",
-        record.seq, record.prev_hash, record.content_hash
-    )
+        .and_then(|text| RawValue::from_string(text).ok())
+        .or_else(|| RawValue::from_string(fallback.to_owned()).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

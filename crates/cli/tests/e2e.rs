@@ -189,7 +189,7 @@ fn agentctl_embedded_exec_replay_fork_suspend_resume_verify() {
     assert!(!missing.status.success());
     let message = String::from_utf8_lossy(&missing.stderr);
     assert!(message.contains("NOT_FOUND"), "{message}");
-    let partial = ctl(d, &["approve", &uid, "--execution", "e"]);
+    let partial = ctl(d, &["approve", "--session", &uid, "--execution", "e"]);
     assert!(!partial.status.success());
     assert!(String::from_utf8_lossy(&partial.stderr).contains("go together"));
 }

@@ -11,17 +11,27 @@ use std::time::Duration;
 use agentsessions_cli::host::{HostConfig, build_service, open_journal, redact};
 use anyhow::Context as _;
 use clap::Parser;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 /// How long in-flight RPCs get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Serve durable agent sessions over gRPC.
 #[derive(Debug, Parser)]
-#[command(name = "agentsessionsd", version)]
+#[command(
+    name = "agentsessionsd",
+    version,
+    after_long_help = "Examples:\n  \
+        agentsessionsd --addr localhost:8080 --journal agentsessions.db\n  \
+        agentsessionsd --config agentsessionsd.toml --log-format json\n  \
+        agentsessionsd --model gpt-4o-mini --registry-addr 127.0.0.1:8081"
+)]
 struct Args {
-    /// Address to serve the Sessions API on.
+    /// Address to serve the Sessions API on (host:port; a host name resolves) [default:
+    /// 127.0.0.1:8080].
     #[arg(long, env = "AGENTSESSIONS_ADDR")]
-    addr: Option<SocketAddr>,
+    addr: Option<String>,
     /// Journal: a SQLite file path, or a postgres:// URL shared by several hosts.
     #[arg(long, env = "AGENTSESSIONS_JOURNAL")]
     journal: Option<String>,
@@ -46,23 +56,23 @@ struct Args {
     /// A harness already running elsewhere, as name=address (repeatable).
     #[arg(long = "harness")]
     harness: Vec<String>,
-    /// Operator listener for the HarnessRegistry admin API: a literal loopback IP and port
-    /// (e.g. 127.0.0.1:8081); never served on the Sessions port.
+    /// Operator listener for the HarnessRegistry admin API: a loopback host and port (e.g.
+    /// 127.0.0.1:8081 or localhost:8081); never served on the Sessions port.
     #[arg(long)]
-    registry_addr: Option<SocketAddr>,
+    registry_addr: Option<String>,
     /// Seconds between passes of the reclaimer that releases deleted sessions' compute and
     /// snapshots (default 60; 0 = only when a session is deleted).
     #[arg(long)]
     reclaim_interval_secs: Option<u64>,
-    /// TOML file with any of the settings above (flags win).
+    /// TOML file with any of the settings above and --log-format (flags win).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Log format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    /// Log format [default: text].
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
 }
 
-fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
+fn merged(args: &Args) -> anyhow::Result<HostConfig> {
     let file = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -88,6 +98,9 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
             default.clone_into(slot);
         }
     };
+    set(&mut host.addr, &args.addr, "127.0.0.1:8080");
+    set(&mut host.registry_addr, &args.registry_addr, "");
+    set(&mut host.log_format, &args.log_format, "text");
     set(&mut host.journal, &args.journal, "agentsessions.db");
     set(&mut host.journal_schema, &args.journal_schema, "");
     set(&mut host.project, &args.project, "default");
@@ -101,14 +114,28 @@ fn merged(args: &Args) -> anyhow::Result<(SocketAddr, HostConfig)> {
     if args.reclaim_interval_secs.is_some() {
         host.reclaim_interval_secs = args.reclaim_interval_secs;
     }
-    let addr = match (args.addr, host.addr.as_str()) {
-        (Some(addr), _) => addr,
-        (None, "") => SocketAddr::from(([127, 0, 0, 1], 8080)),
-        (None, text) => text
-            .parse()
-            .with_context(|| format!("config addr {text:?} is not host:port"))?,
-    };
-    Ok((addr, host))
+    if !matches!(host.log_format.as_str(), "text" | "json") {
+        anyhow::bail!(
+            "log_format {:?}: expected \"text\" or \"json\"",
+            host.log_format
+        );
+    }
+    Ok(host)
+}
+
+/// Resolves `host:port` (an IP or a host name); of several addresses, the first IPv4 one, so
+/// `localhost` listens where `127.0.0.1` clients look.
+async fn resolve(setting: &str, text: &str) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(text)
+        .await
+        .with_context(|| format!("{setting} {text:?} is not a host:port that resolves"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .with_context(|| format!("{setting} {text:?} resolves to no address"))
 }
 
 /// TLS and authentication from the `[auth]` table (the policy goes into the service, see
@@ -132,12 +159,21 @@ fn serve_options(
 const RECLAIM_BATCH: usize = 1_000;
 
 /// Releases deleted sessions' compute and snapshots: once at startup (deletions whose immediate
-/// reclaim a crash interrupted) and then every `every`.
-async fn reclaimer(service: agentsessions_server::SessionsService, every: Duration) {
+/// reclaim a crash interrupted) and then every `every`, until `stopping`.
+async fn reclaimer(
+    service: agentsessions_server::SessionsService,
+    every: Duration,
+    stopping: watch::Receiver<bool>,
+) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = stopped(stopping);
+    tokio::pin!(stop);
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            () = &mut stop => return,
+            _ = ticks.tick() => {}
+        }
         match service.reclaim_pending(RECLAIM_BATCH).await {
             Ok(report) if report.reclaimed.is_empty() && report.failed.is_empty() => {}
             Ok(report) => tracing::info!(
@@ -149,6 +185,19 @@ async fn reclaimer(service: agentsessions_server::SessionsService, every: Durati
             Err(e) => tracing::warn!(component = "reclaimer", error = %e, "reclaimer pass failed"),
         }
     }
+}
+
+/// Resolves once the daemon is told to stop.
+async fn stopped(mut stopping: watch::Receiver<bool>) {
+    let _closed_means_stop = stopping.wait_for(|stop| *stop).await;
+}
+
+/// The daemon's tasks, told apart when one ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    Sessions,
+    Registry,
+    Reclaimer,
 }
 
 async fn shutdown_signal() {
@@ -169,23 +218,28 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let config = merged(&args)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if args.log_format == "json" {
+    if config.log_format == "json" {
         logs.json().init();
     } else {
         logs.init();
     }
 
-    let (addr, config) = merged(&args)?;
-    if let Some(registry) = args.registry_addr {
+    let addr = resolve("addr", &config.addr).await?;
+    let registry_addr = match config.registry_addr.as_str() {
+        "" => None,
+        text => Some(resolve("registry_addr", text).await?),
+    };
+    if let Some(registry) = registry_addr {
         if !registry.ip().is_loopback() {
             anyhow::bail!(
-                "--registry-addr {registry}: the operator API listens only on a loopback IP \
-                 (127.0.0.1 or [::1])"
+                "--registry-addr {registry}: the operator API listens only on a loopback address \
+                 (127.0.0.1, [::1] or localhost)"
             );
         }
         if registry.port() != 0 && registry.port() == addr.port() {
@@ -207,8 +261,10 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
+    let (stop, stopping) = watch::channel(false);
+    let mut tasks: JoinSet<(Task, anyhow::Result<()>)> = JoinSet::new();
     let mut operator_bound = None;
-    if let Some(registry_addr) = args.registry_addr {
+    if let Some(registry_addr) = registry_addr {
         let operator = tokio::net::TcpListener::bind(registry_addr)
             .await
             .with_context(|| format!("cannot listen on {registry_addr}"))?;
@@ -234,13 +290,13 @@ async fn main() -> anyhow::Result<()> {
             }
             None => operator_server.add_service(registry.into_server()),
         };
-        tokio::spawn(async move {
+        let until = stopped(stopping.clone());
+        tasks.spawn(async move {
             let served = operator_router
-                .serve_with_incoming_shutdown(incoming, shutdown_signal())
-                .await;
-            if let Err(e) = served {
-                tracing::error!(component = "grpc", error = %e, "HarnessRegistry listener failed");
-            }
+                .serve_with_incoming_shutdown(incoming, until)
+                .await
+                .context("HarnessRegistry listener");
+            (Task::Registry, served)
         });
     }
     tracing::info!(
@@ -268,38 +324,73 @@ async fn main() -> anyhow::Result<()> {
         .reclaim_interval_secs
         .unwrap_or(agentsessions_cli::host::DEFAULT_RECLAIM_INTERVAL_SECS);
     if reclaim_every > 0 {
-        tokio::spawn(reclaimer(
+        let reclaim = reclaimer(
             assembled.service.clone(),
             Duration::from_secs(reclaim_every),
-        ));
+            stopping.clone(),
+        );
+        tasks.spawn(async move {
+            reclaim.await;
+            (Task::Reclaimer, Ok(()))
+        });
     }
-
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(agentsessions_server::serve_tcp_with(
+    let serve = agentsessions_server::serve_tcp_with(
         listener,
         assembled.service,
         serve_options,
-        async move {
-            shutdown_signal().await;
-            let _ignored = stopping_tx.send(());
-        },
-    ));
-    tokio::pin!(server);
-    tokio::select! {
-        served = &mut server => {
-            served.context("server task")??;
-            return Ok(());
-        }
-        _ = stopping_rx => {
-            tracing::info!(component = "grpc", "shutdown signal: draining in-flight calls");
+        stopped(stopping),
+    );
+    tasks.spawn(async move { (Task::Sessions, serve.await.context("Sessions server")) });
+
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            () = &mut signal => {
+                tracing::info!(component = "grpc", "shutdown signal: draining in-flight calls");
+                break;
+            }
+            joined = tasks.join_next() => match joined {
+                Some(Ok((Task::Sessions, served))) => {
+                    let _ignored = stop.send(true);
+                    tasks.shutdown().await;
+                    return served;
+                }
+                Some(Ok((task, Err(e)))) => {
+                    tracing::error!(component = "grpc", ?task, error = %format!("{e:#}"), "task failed");
+                }
+                Some(Ok((_, Ok(())))) => {}
+                Some(Err(e)) => return Err(e).context("daemon task"),
+                None => break,
+            },
         }
     }
-    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
-        Ok(served) => served.context("server task")??,
-        Err(_) => tracing::warn!(
-            component = "grpc",
-            "in-flight calls did not finish in time; they stay resumable from the journal"
-        ),
+    let _ignored = stop.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        let mut first_error = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((_, Ok(()))) => {}
+                Ok((_, Err(e))) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert_with(|| anyhow::Error::new(e).context("daemon task"));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+    .await;
+    match drained {
+        Ok(result) => result?,
+        Err(_) => {
+            tracing::warn!(
+                component = "grpc",
+                "in-flight calls did not finish in time; they stay resumable from the journal"
+            );
+            tasks.shutdown().await;
+        }
     }
     tracing::info!(component = "grpc", "agentsessionsd stopped");
     Ok(())

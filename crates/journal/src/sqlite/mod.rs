@@ -76,6 +76,9 @@ pub struct SqliteOptions {
     pub queue_depth: usize,
     /// How batches are made durable.
     pub durability: Durability,
+    /// Open an existing file only to read it: nothing is created, migrated or written, and
+    /// every write fails (for tools that read a file they may not write).
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -84,6 +87,7 @@ impl Default for SqliteOptions {
             default_project: DEFAULT_PROJECT.to_owned(),
             queue_depth: 4096,
             durability: Durability::default(),
+            read_only: false,
         }
     }
 }
@@ -101,6 +105,7 @@ pub struct SqliteJournal {
     durability: Durability,
     watermark: Arc<Watermark>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    read_only: bool,
 }
 
 impl Drop for SqliteJournal {
@@ -144,12 +149,16 @@ impl SqliteJournal {
                     .to_owned(),
             ));
         }
-        let mut conn = schema::open_connection(&path, true)?;
-        schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
-        let wal = match options.durability {
-            Durability::Pipelined => open_wal(&conn)?,
-            Durability::Full => None,
+        let mut conn = schema::open_connection(&path, !options.read_only)?;
+        let wal = if options.read_only {
+            None
+        } else {
+            schema::prepare_writer(&mut conn, agentsessions_api::Timestamp::now().unix_nanos())?;
+            conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+            match options.durability {
+                Durability::Pipelined => open_wal(&conn)?,
+                Durability::Full => None,
+            }
         };
         let durability = if wal.is_some() {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -158,7 +167,7 @@ impl SqliteJournal {
             Durability::Full
         };
         let readers = (0..READ_POOL)
-            .map(|_| open_reader(&path))
+            .map(|_| open_reader(&path, options.read_only))
             .collect::<Result<Vec<_>>>()?;
         let watermark = Arc::new(Watermark::default());
         let syncer = match wal {
@@ -184,6 +193,7 @@ impl SqliteJournal {
             durability,
             watermark,
             writer_thread: Mutex::new(Some(handle)),
+            read_only: options.read_only,
         })
     }
 
@@ -235,6 +245,7 @@ impl SqliteJournal {
     ) -> Result<T> {
         let pool = Arc::clone(&self.readers);
         let path = self.path.clone();
+        let read_only = self.read_only;
         let watermark =
             (self.durability == Durability::Pipelined).then(|| Arc::clone(&self.watermark));
         let permit = Arc::clone(&self.read_permits)
@@ -251,7 +262,7 @@ impl SqliteJournal {
             // read; that one is replaced.
             let conn = match pooled {
                 Some(c) => c,
-                None => open_reader(&path)?,
+                None => open_reader(&path, read_only)?,
             };
             let out = f(&conn);
             pool.lock()
@@ -392,8 +403,8 @@ fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
     })
 }
 
-fn open_reader(path: &Path) -> Result<Connection> {
-    let conn = schema::open_connection(path, true)?;
+fn open_reader(path: &Path, read_only: bool) -> Result<Connection> {
+    let conn = schema::open_connection(path, !read_only)?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }

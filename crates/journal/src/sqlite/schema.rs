@@ -146,8 +146,38 @@ pub(crate) fn open_connection(path: &Path, writable: bool) -> Result<Connection>
     };
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    check_version(&conn)?;
+    let conn = match check_version(&conn) {
+        // A WAL file whose `-shm` index is gone (no connection has it open) and cannot be
+        // created beside it is read as immutable: nothing else is writing it.
+        Err(JournalError::Storage(e)) if !writable && is_read_only_error(&e) => {
+            let conn = Connection::open_with_flags(immutable_uri(path), flags)?;
+            check_version(&conn)?;
+            conn
+        }
+        Err(e) => return Err(e),
+        Ok(_) => conn,
+    };
     Ok(conn)
+}
+
+fn is_read_only_error(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
+/// `file:<path>?immutable=1`, with the characters a URI gives meaning to escaped.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", u32::from(c))),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// Refuses a negative stamp or one newer than this build.

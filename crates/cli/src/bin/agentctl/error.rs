@@ -1,0 +1,310 @@
+//! What can go wrong in `agentctl`, and the one table from an error to the process exit code.
+
+use std::process::ExitCode;
+
+use agentsessions_client::ClientError;
+
+/// Why a command failed. Each message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// The command line itself (clap already explains it).
+    #[error("{0}")]
+    Arguments(#[from] clap::Error),
+    /// A flag or argument that parses but makes no sense.
+    #[error("{0}")]
+    Usage(String),
+    /// The session does not exist where we looked.
+    #[error("NOT_FOUND: session {session} does not exist in {place}")]
+    SessionNotFound {
+        /// The uid asked for.
+        session: String,
+        /// The server address or the journal.
+        place: String,
+    },
+    /// The session exists but holds no records.
+    #[error("session {session} has no records in {place}")]
+    NoRecords {
+        /// The uid.
+        session: String,
+        /// The server address or the journal.
+        place: String,
+    },
+    /// The server answered with an error status.
+    #[error("{0}")]
+    Server(ClientError),
+    /// Nothing answers at `--server`.
+    #[error(
+        "cannot reach the {} API at {address}: {reason}; is agentsessionsd running? \
+         start it with `agentsessionsd {} {address}`",
+        .api.name(),
+        .api.flag()
+    )]
+    Unreachable {
+        /// The address given.
+        address: String,
+        /// The transport's reason.
+        reason: String,
+        /// The API asked for.
+        api: Api,
+    },
+    /// The server at `--server` serves another API (the ports swapped).
+    #[error("the server at {address} does not serve the {api} API; {hint}")]
+    WrongApi {
+        /// The address given.
+        address: String,
+        /// The API asked for.
+        api: &'static str,
+        /// Which port to use instead.
+        hint: &'static str,
+    },
+    /// The journal holds the same chain already.
+    #[error(
+        "{file} is already in the journal as session {existing} (same chain head); \
+         give --copy to import a second copy"
+    )]
+    AlreadyImported {
+        /// The file given.
+        file: String,
+        /// The session holding it.
+        existing: String,
+    },
+    /// The target session of an import already has records.
+    #[error("session {session} already has records; import into a new session")]
+    SessionExists {
+        /// The uid given.
+        session: String,
+    },
+    /// A file named on the command line cannot be read.
+    #[error("cannot read {path}: {source}")]
+    ReadFile {
+        /// The path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Standard input cannot be read.
+    #[error("cannot read the message from stdin: {0}")]
+    Stdin(std::io::Error),
+    /// Writing the output failed (other than a closed pipe).
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+    /// JSON output could not be encoded.
+    #[error("cannot encode JSON output: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The local journal or embedded server could not be assembled.
+    #[error("{0}")]
+    Host(#[from] agentsessions_cli::host::HostError),
+    /// The local journal failed.
+    #[error("journal: {0}")]
+    Journal(#[from] agentsessions_journal::JournalError),
+    /// A reference journal could not be read or written.
+    #[error("{0}")]
+    Export(#[from] agentsessions_journal::export::ExportError),
+    /// A harness spec file is not a HarnessSpec.
+    #[error("harness spec: {0}")]
+    Spec(String),
+    /// The TLS or token settings cannot be used.
+    #[error("{0}")]
+    Credentials(String),
+    /// The embedded server could not be started.
+    #[error("embedded server: {0}")]
+    Embedded(String),
+    /// A decision committed but the resume after it failed.
+    #[error("decision committed ({verb}, seq {seq}) but Resume failed: {error}")]
+    ResumeAfterDecision {
+        /// `approved` or `denied`.
+        verb: &'static str,
+        /// The decision's seq.
+        seq: i64,
+        /// Why the resume failed.
+        error: ClientError,
+    },
+    /// A turn failed after its session was known.
+    #[error("{error} (session {session})")]
+    Turn {
+        /// The session.
+        session: String,
+        /// Why.
+        error: ClientError,
+    },
+}
+
+impl From<ClientError> for CliError {
+    fn from(error: ClientError) -> Self {
+        Self::Server(error)
+    }
+}
+
+impl From<tonic::Status> for CliError {
+    fn from(status: tonic::Status) -> Self {
+        Self::Server(ClientError::from(status))
+    }
+}
+
+impl CliError {
+    /// Adds where the command talked to: an unreachable server and a server answering for
+    /// another API get messages that name the address.
+    pub(crate) fn at(self, address: &str, api: Api) -> Self {
+        let Self::Server(error) = self else {
+            return self;
+        };
+        if address.is_empty() {
+            return Self::Server(error);
+        }
+        match error.code() {
+            tonic::Code::Unavailable => Self::Unreachable {
+                address: address.to_owned(),
+                reason: transport_reason(&error),
+                api,
+            },
+            tonic::Code::Unimplemented => Self::WrongApi {
+                address: address.to_owned(),
+                api: api.name(),
+                hint: api.hint(),
+            },
+            _ => Self::Server(error),
+        }
+    }
+
+    /// Prints the error on stderr, as clap does for its own errors.
+    pub(crate) fn report(&self) {
+        use std::io::Write as _;
+        match self {
+            Self::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Self::Arguments(e) => {
+                let _ignored = e.print();
+            }
+            other => {
+                let _ignored = writeln!(std::io::stderr(), "agentctl: {other}");
+            }
+        }
+    }
+}
+
+/// The transport's own words for an unreachable server: the innermost cause (`Connection
+/// refused`), which the outer layers only repeat.
+fn transport_reason(error: &ClientError) -> String {
+    let ClientError::Status(status) = error else {
+        return error.to_string();
+    };
+    let mut reason = status.message().to_owned();
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        reason = cause.to_string();
+        source = cause.source();
+    }
+    if reason.is_empty() {
+        "unavailable".to_owned()
+    } else {
+        reason
+    }
+}
+
+/// Which gRPC API a command called, for the message when the ports are swapped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Api {
+    Sessions,
+    HarnessRegistry,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sessions => "Sessions",
+            Self::HarnessRegistry => "HarnessRegistry",
+        }
+    }
+
+    /// The daemon's flag that serves this API.
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Sessions => "--addr",
+            Self::HarnessRegistry => "--registry-addr",
+        }
+    }
+
+    fn hint(self) -> &'static str {
+        match self {
+            Self::Sessions => {
+                "is this the registry port? give the daemon's --addr (harness commands take its --registry-addr)"
+            }
+            Self::HarnessRegistry => {
+                "is this the Sessions port? harness commands take the daemon's --registry-addr"
+            }
+        }
+    }
+}
+
+/// Documented in `agentctl --help` (`EXIT_CODES` in `args.rs`) and the README.
+const INTERNAL: u8 = 1;
+const USAGE: u8 = 2;
+const NOT_FOUND: u8 = 3;
+const REFUSED: u8 = 4;
+const UNAVAILABLE: u8 = 5;
+const CONFLICT: u8 = 6;
+
+impl From<CliError> for ExitCode {
+    fn from(error: CliError) -> Self {
+        use tonic::Code;
+        let code = match &error {
+            CliError::Arguments(e) if !e.use_stderr() => 0,
+            CliError::Arguments(_)
+            | CliError::Usage(_)
+            | CliError::ReadFile { .. }
+            | CliError::Stdin(_)
+            | CliError::Spec(_)
+            | CliError::Credentials(_)
+            | CliError::Export(_) => USAGE,
+            CliError::SessionNotFound { .. } | CliError::NoRecords { .. } => NOT_FOUND,
+            CliError::Unreachable { .. } | CliError::WrongApi { .. } => UNAVAILABLE,
+            CliError::AlreadyImported { .. } | CliError::SessionExists { .. } => CONFLICT,
+            CliError::Output(_)
+            | CliError::Json(_)
+            | CliError::Host(_)
+            | CliError::Journal(_)
+            | CliError::Embedded(_) => INTERNAL,
+            CliError::Server(e)
+            | CliError::Turn { error: e, .. }
+            | CliError::ResumeAfterDecision { error: e, .. } => match e.code() {
+                Code::Ok => 0,
+                Code::InvalidArgument | Code::OutOfRange => USAGE,
+                Code::NotFound => NOT_FOUND,
+                Code::PermissionDenied | Code::Unauthenticated => REFUSED,
+                Code::Unavailable | Code::Unimplemented | Code::DeadlineExceeded => UNAVAILABLE,
+                Code::AlreadyExists | Code::Aborted | Code::FailedPrecondition => CONFLICT,
+                Code::Cancelled
+                | Code::Unknown
+                | Code::ResourceExhausted
+                | Code::Internal
+                | Code::DataLoss => INTERNAL,
+            },
+        };
+        Self::from(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_codes_land_in_their_exit_codes() {
+        let exit = |code| ExitCode::from(CliError::from(tonic::Status::new(code, "x")));
+        assert_eq!(exit(tonic::Code::NotFound), ExitCode::from(NOT_FOUND));
+        assert_eq!(exit(tonic::Code::PermissionDenied), ExitCode::from(REFUSED));
+        assert_eq!(exit(tonic::Code::Unauthenticated), ExitCode::from(REFUSED));
+        assert_eq!(exit(tonic::Code::Aborted), ExitCode::from(CONFLICT));
+        assert_eq!(exit(tonic::Code::InvalidArgument), ExitCode::from(USAGE));
+        assert_eq!(exit(tonic::Code::Internal), ExitCode::from(INTERNAL));
+    }
+
+    #[test]
+    fn an_unreachable_server_names_its_address_and_the_daemon() {
+        let refused = CliError::from(tonic::Status::unavailable("tcp connect error"))
+            .at("127.0.0.1:9", Api::Sessions);
+        let message = refused.to_string();
+        assert!(message.contains("127.0.0.1:9"), "{message}");
+        assert!(message.contains("agentsessionsd --addr"), "{message}");
+        assert_eq!(ExitCode::from(refused), ExitCode::from(UNAVAILABLE));
+    }
+}
