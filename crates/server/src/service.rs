@@ -96,7 +96,7 @@ impl SessionsService {
         self.inner.tasks.wait().await;
     }
 
-    /// Fires the stop signal without waiting (the listener's shutdown future).
+    /// The stop signal alone, for a listener's shutdown future to fire before it drains.
     pub(crate) fn stop_token(&self) -> CancellationToken {
         self.inner.stop.clone()
     }
