@@ -131,8 +131,9 @@ impl fmt::Display for StatusCode {
 /// The first ten variants are the seed's error values (`ErrApprovalParked` … `ErrSnapshotSuperseded`;
 /// their messages are the seed's). [`ApiError::Status`] and [`ApiError::Cancelled`] let harness,
 /// sink, runtime and policy implementations report other failures; [`ApiError::Wrapped`] and
-/// [`ApiError::Joined`] build error trees. The gRPC code each leaf maps to is decided by the
-/// server's single mapping table (extensions §5 names the codes for the runtime errors).
+/// [`ApiError::Joined`] build error trees. The gRPC code each leaf maps to is decided in
+/// [`ApiError::status_code`] and nowhere else (extensions §5 names the codes for the runtime
+/// errors).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
     /// A host-requested approval park, distinct from execution failure (the seed's
@@ -342,6 +343,58 @@ impl ApiError {
         })
     }
 
+    /// The gRPC code this error is reported with: on the Sessions API, in a harness's `END`
+    /// error and in a failed `Harness.Describe` alike, so the host and a harness never disagree
+    /// about the same error (semantics §8, extensions §4–§6). This is the one row per leaf:
+    ///
+    /// | leaf | code | why |
+    /// |---|---|---|
+    /// | `ApprovalParked` | OK | a park is not a failure (§8: the Exec/Resume answer is OK) |
+    /// | `CheckpointPending` | UNAVAILABLE | the upload settles on its own (ext. §5) |
+    /// | `ComputeBusy`, `SnapshotSuperseded` | ABORTED | retry (ext. §5) |
+    /// | `InvalidCallerIdentity` | INVALID_ARGUMENT | an incomplete owner or owner filter was passed (seed; §8 "identity not encodable") |
+    /// | `InvalidCheckpoint`, `MemoryStateLost` | FAILED_PRECONDITION | ext. §5 |
+    /// | `InvalidModelPolicy`, `ModelNotAllowed` | FAILED_PRECONDITION | the host's policy, not the caller's argument (ext. §4) |
+    /// | `PermissionDenied` | PERMISSION_DENIED | ext. §2 |
+    /// | `Cancelled` | CANCELLED | |
+    /// | `Status` | its code | |
+    ///
+    /// A tree takes the code of its first leaf that is not a park: a park beside an independent
+    /// failure is that failure (extensions §6); a tree of parks only is OK. An empty join has no
+    /// leaf and is `UNKNOWN`.
+    pub fn status_code(&self) -> StatusCode {
+        let mut parked = false;
+        for code in self.leaves().filter_map(Self::leaf_status_code) {
+            if code != StatusCode::Ok {
+                return code;
+            }
+            parked = true;
+        }
+        if parked {
+            StatusCode::Ok
+        } else {
+            StatusCode::Unknown
+        }
+    }
+
+    /// The row of [`ApiError::status_code`] for a leaf; `None` for a tree node.
+    fn leaf_status_code(&self) -> Option<StatusCode> {
+        Some(match self {
+            Self::ApprovalParked(_) => StatusCode::Ok,
+            Self::CheckpointPending => StatusCode::Unavailable,
+            Self::ComputeBusy | Self::SnapshotSuperseded => StatusCode::Aborted,
+            Self::InvalidCallerIdentity => StatusCode::InvalidArgument,
+            Self::InvalidCheckpoint
+            | Self::MemoryStateLost
+            | Self::InvalidModelPolicy
+            | Self::ModelNotAllowed { .. } => StatusCode::FailedPrecondition,
+            Self::PermissionDenied => StatusCode::PermissionDenied,
+            Self::Cancelled => StatusCode::Cancelled,
+            Self::Status { code, .. } => *code,
+            Self::Joined(_) | Self::Wrapped { .. } => return None,
+        })
+    }
+
     /// Whether retrying the same operation later may succeed without anyone correcting anything:
     /// true for [`ApiError::ComputeBusy`] and [`ApiError::CheckpointPending`] (the state settles on
     /// its own), [`ApiError::SnapshotSuperseded`] (a retried fork takes the parent's new head) and
@@ -524,6 +577,58 @@ mod tests {
             err.leaves().collect::<Vec<_>>(),
             vec![&ApiError::ComputeBusy, &ApiError::MemoryStateLost]
         );
+    }
+
+    // semantics §8, extensions §2/§4/§5/§6: every leaf's row, and a tree's code.
+    #[test]
+    fn every_leaf_has_its_code_and_a_tree_takes_its_first_failure() {
+        let rows = [
+            (ApiError::ApprovalParked(park(7)), StatusCode::Ok),
+            (ApiError::CheckpointPending, StatusCode::Unavailable),
+            (ApiError::ComputeBusy, StatusCode::Aborted),
+            (ApiError::SnapshotSuperseded, StatusCode::Aborted),
+            (ApiError::InvalidCallerIdentity, StatusCode::InvalidArgument),
+            (ApiError::InvalidCheckpoint, StatusCode::FailedPrecondition),
+            (ApiError::MemoryStateLost, StatusCode::FailedPrecondition),
+            (ApiError::InvalidModelPolicy, StatusCode::FailedPrecondition),
+            (
+                ApiError::ModelNotAllowed { model: "m".into() },
+                StatusCode::FailedPrecondition,
+            ),
+            (ApiError::PermissionDenied, StatusCode::PermissionDenied),
+            (ApiError::Cancelled, StatusCode::Cancelled),
+            (
+                ApiError::status(StatusCode::NotFound, "x"),
+                StatusCode::NotFound,
+            ),
+            (
+                ApiError::MemoryStateLost.wrap("restore").wrap("resume"),
+                StatusCode::FailedPrecondition,
+            ),
+            (
+                ApiError::Joined(vec![ApiError::ComputeBusy, ApiError::Cancelled]),
+                StatusCode::Aborted,
+            ),
+            // extensions §6: a park beside an independent failure is that failure.
+            (
+                ApiError::Joined(vec![
+                    ApiError::ApprovalParked(park(7)),
+                    ApiError::status(StatusCode::Unavailable, "reset").wrap("close"),
+                ]),
+                StatusCode::Unavailable,
+            ),
+            (
+                ApiError::Joined(vec![
+                    ApiError::ApprovalParked(park(7)),
+                    ApiError::ApprovalParked(park(7)).wrap("sink"),
+                ]),
+                StatusCode::Ok,
+            ),
+            (ApiError::Joined(Vec::new()), StatusCode::Unknown),
+        ];
+        for (err, code) in rows {
+            assert_eq!(err.status_code(), code, "{err}");
+        }
     }
 
     // STYLE rule 4: retry is a method, never string matching.

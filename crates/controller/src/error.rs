@@ -181,14 +181,13 @@ pub enum ControllerError {
 }
 
 impl ControllerError {
-    /// The gRPC code of the Exec/Resume column of semantics §8 (plus extensions §5).
+    /// The gRPC code of the Exec/Resume column of semantics §8 (plus extensions §4–§6). Every
+    /// variant has its row here, with no catch-all, so a new variant forces a decision; wrapped
+    /// journal and SPI errors take the rows of [`journal_status_code`] and
+    /// [`ApiError::status_code`].
     pub fn status_code(&self) -> StatusCode {
         match self {
-            Self::Journal(JournalError::Conflict { .. } | JournalError::Fenced { .. }) => {
-                StatusCode::Aborted
-            }
-            Self::Journal(JournalError::SessionNotFound(_)) => StatusCode::NotFound,
-            Self::Journal(_) => StatusCode::Internal,
+            Self::Journal(e) => journal_status_code(e),
             Self::InvalidExecutionLog(_)
             | Self::IncompleteInvocation { .. }
             | Self::InheritedToolIntent { .. }
@@ -202,14 +201,23 @@ impl ControllerError {
             | Self::InvalidApprovalDecision(_)
             | Self::ModelNotAllowed { .. }
             | Self::InvalidModelPolicy(_) => StatusCode::FailedPrecondition,
-            Self::HarnessDescribeFailed(ApiError::Status {
-                code: StatusCode::Unavailable | StatusCode::DeadlineExceeded,
-                ..
-            }) => StatusCode::Unavailable,
-            Self::HarnessDescribeFailed(_) => StatusCode::Internal,
+            // §2.3 step 4: a peer that is down or timed out is unavailable; anything else is
+            // the harness failing.
+            Self::HarnessDescribeFailed(e) => {
+                if matches!(
+                    e.status_code(),
+                    StatusCode::Unavailable | StatusCode::DeadlineExceeded
+                ) {
+                    StatusCode::Unavailable
+                } else {
+                    StatusCode::Internal
+                }
+            }
             Self::Cancelled { .. } => StatusCode::Cancelled,
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
             Self::Parked(_) => StatusCode::Ok,
+            // §2.8: a harness Run error (a provider error among them) is INTERNAL whatever code
+            // the harness gave it.
             Self::ReplayDiverged(_)
             | Self::ReplayInvokedModel { .. }
             | Self::MissingIdempotencyKey { .. }
@@ -221,9 +229,10 @@ impl ControllerError {
         }
     }
 
-    /// How a sink hands this error to the harness: parks and cancellation keep their typed
-    /// [`ApiError`] so harnesses and transports can match on them; the rest travel as a status
-    /// with this error's text.
+    /// How a sink hands this error to the harness: parks, cancellation and a refused model keep
+    /// their typed [`ApiError`] so harnesses and transports can match on them; the harness's own
+    /// error goes back as it came; the rest travel as a status with [`Self::status_code`] and
+    /// this error's text. Either way the harness sees the code the Sessions side reports.
     pub fn to_api(&self) -> ApiError {
         match self {
             Self::Parked(r) => ApiError::ApprovalParked(r.clone()),
@@ -232,72 +241,416 @@ impl ControllerError {
                 model: model.clone(),
             },
             Self::Harness(e) => e.clone(),
-            other => ApiError::status(other.status_code(), other.to_string()),
+            Self::Journal(_)
+            | Self::InvalidExecutionLog(_)
+            | Self::IncompleteInvocation { .. }
+            | Self::InheritedToolIntent { .. }
+            | Self::HarnessDescribeFailed(_)
+            | Self::HarnessMismatch { .. }
+            | Self::HarnessVersionMismatch { .. }
+            | Self::ApprovalBlocked { .. }
+            | Self::ApprovalUnavailable
+            | Self::MissingToolExecutor
+            | Self::InvalidApprovalCall(_)
+            | Self::ApprovalReceiptReport
+            | Self::InvalidApprovalDecision(_)
+            | Self::ReplayDiverged(_)
+            | Self::ReplayInvokedModel { .. }
+            | Self::MissingIdempotencyKey { .. }
+            | Self::UnmediatedToolCall { .. }
+            | Self::InvalidToolArgs { .. }
+            | Self::MissingSessionUid
+            | Self::InvalidModelPolicy(_)
+            | Self::DeadlineExceeded
+            | Self::SinkClosed => ApiError::status(self.status_code(), self.to_string()),
         }
     }
 
-    /// A short stable name for structured logs (semantics §8 `error_kind`).
+    /// A short stable name for structured logs (semantics §8 controller-level `error_kind`).
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Journal(JournalError::Conflict { .. }) => "conflict",
-            Self::Journal(JournalError::Fenced { .. }) => "fenced",
+            Self::Journal(e) => journal_kind(e),
             Self::ReplayInvokedModel { .. } => "replay_invoked_model",
             Self::ReplayDiverged(_) => "replay_diverged",
-            Self::InvalidExecutionLog(_) | Self::IncompleteInvocation { .. } => {
-                "invalid_execution_log"
-            }
+            Self::InvalidExecutionLog(_)
+            | Self::IncompleteInvocation { .. }
+            | Self::InheritedToolIntent { .. } => "invalid_execution_log",
             Self::HarnessMismatch { .. } => "harness_mismatch",
             Self::HarnessVersionMismatch { .. } => "harness_version_mismatch",
             Self::MissingIdempotencyKey { .. } => "missing_idempotency_key",
             Self::UnmediatedToolCall { .. } => "unmediated_tool_call",
             Self::Cancelled { .. } => "canceled",
             Self::DeadlineExceeded => "deadline_exceeded",
-            _ => "operation_failed",
+            Self::HarnessDescribeFailed(_)
+            | Self::ApprovalBlocked { .. }
+            | Self::ApprovalUnavailable
+            | Self::MissingToolExecutor
+            | Self::InvalidApprovalCall(_)
+            | Self::ApprovalReceiptReport
+            | Self::InvalidApprovalDecision(_)
+            | Self::InvalidToolArgs { .. }
+            | Self::MissingSessionUid
+            | Self::ModelNotAllowed { .. }
+            | Self::InvalidModelPolicy(_)
+            | Self::Harness(_)
+            | Self::Parked(_)
+            | Self::SinkClosed => "operation_failed",
         }
+    }
+}
+
+/// The journal's rows of semantics §8, wherever a journal error surfaces (directly, through a
+/// turn, or through placement). A commit that may succeed on retry (contention, or a writer
+/// that is shutting down) is `UNAVAILABLE`; a storage failure that will not clear by itself is
+/// `INTERNAL` (§8 "store/read/decode failures").
+pub fn journal_status_code(err: &JournalError) -> StatusCode {
+    match err {
+        JournalError::Conflict { .. } | JournalError::Fenced { .. } => StatusCode::Aborted,
+        JournalError::SessionNotFound(_) | JournalError::HarnessNotFound(_) => StatusCode::NotFound,
+        JournalError::InvalidPageToken(_)
+        | JournalError::InvalidArgument(_)
+        | JournalError::InvalidEvent(_)
+        | JournalError::NotJournalable(_) => StatusCode::InvalidArgument,
+        JournalError::SessionExists(_)
+        | JournalError::HarnessExists(_)
+        | JournalError::HarnessNameReserved(_) => StatusCode::AlreadyExists,
+        JournalError::UnsupportedSchema { .. } => StatusCode::FailedPrecondition,
+        JournalError::Closed => StatusCode::Unavailable,
+        JournalError::CommitFailed { .. } | JournalError::Storage(_) if err.is_retryable() => {
+            StatusCode::Unavailable
+        }
+        JournalError::CommitFailed { .. }
+        | JournalError::Storage(_)
+        | JournalError::Undecodable { .. }
+        | JournalError::Io(_)
+        | JournalError::ImportMismatch { .. } => StatusCode::Internal,
+    }
+}
+
+/// The `error_kind` of a journal error: `conflict` and `fenced` by name (controller-level
+/// kinds), the rest by their code (service-level kinds, semantics §8).
+pub fn journal_kind(err: &JournalError) -> &'static str {
+    match err {
+        JournalError::Conflict { .. } => "conflict",
+        JournalError::Fenced { .. } => "fenced",
+        JournalError::SessionNotFound(_)
+        | JournalError::HarnessNotFound(_)
+        | JournalError::InvalidPageToken(_)
+        | JournalError::InvalidArgument(_)
+        | JournalError::InvalidEvent(_)
+        | JournalError::NotJournalable(_)
+        | JournalError::SessionExists(_)
+        | JournalError::HarnessExists(_)
+        | JournalError::HarnessNameReserved(_)
+        | JournalError::UnsupportedSchema { .. }
+        | JournalError::Closed
+        | JournalError::CommitFailed { .. }
+        | JournalError::Storage(_)
+        | JournalError::Undecodable { .. }
+        | JournalError::Io(_)
+        | JournalError::ImportMismatch { .. } => code_kind(journal_status_code(err)),
+    }
+}
+
+/// The service-level `error_kind` of a code (semantics §8): `conflict` for ABORTED, else the
+/// code's own name.
+pub fn code_kind(code: StatusCode) -> &'static str {
+    match code {
+        StatusCode::Aborted => "conflict",
+        StatusCode::FailedPrecondition => "failed_precondition",
+        StatusCode::InvalidArgument => "invalid_argument",
+        StatusCode::Cancelled => "canceled",
+        StatusCode::DeadlineExceeded => "deadline_exceeded",
+        StatusCode::Unavailable => "unavailable",
+        StatusCode::NotFound => "not_found",
+        StatusCode::AlreadyExists => "already_exists",
+        StatusCode::PermissionDenied => "permission_denied",
+        StatusCode::Unauthenticated => "unauthenticated",
+        StatusCode::Ok => "ok",
+        StatusCode::Unknown
+        | StatusCode::ResourceExhausted
+        | StatusCode::OutOfRange
+        | StatusCode::Unimplemented
+        | StatusCode::Internal
+        | StatusCode::DataLoss => "internal",
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use agentsessions_wire::WireError;
+
     use super::*;
 
-    // semantics §8: CAS conflicts and stale fences are ABORTED; log refusals FAILED_PRECONDITION.
+    fn park() -> ApprovalRef {
+        ApprovalRef {
+            execution_id: "e".into(),
+            tool_call_id: "t".into(),
+            request_seq: 4,
+        }
+    }
+
+    /// Every variant with the code semantics §8 (Exec/Resume column, extensions §4–§6) gives it.
+    fn rows() -> Vec<(ControllerError, StatusCode, &'static str)> {
+        use ControllerError as E;
+        use StatusCode as C;
+        let s = String::new;
+        vec![
+            // §8: eventlog ErrConflict / ErrFenced are ABORTED.
+            (
+                E::Journal(JournalError::Conflict {
+                    session: s(),
+                    expected: 0,
+                    actual: 3,
+                }),
+                C::Aborted,
+                "conflict",
+            ),
+            (
+                E::Journal(JournalError::Fenced {
+                    session: s(),
+                    fence: 1,
+                    current: 2,
+                }),
+                C::Aborted,
+                "fenced",
+            ),
+            // A retryable commit failure is UNAVAILABLE however it reaches the client.
+            (
+                E::Journal(JournalError::CommitFailed {
+                    reason: s(),
+                    retryable: true,
+                }),
+                C::Unavailable,
+                "unavailable",
+            ),
+            (
+                E::InvalidExecutionLog(s()),
+                C::FailedPrecondition,
+                "invalid_execution_log",
+            ),
+            (
+                E::IncompleteInvocation {
+                    execution_id: s(),
+                    recorded: 1,
+                    expected: 2,
+                },
+                C::FailedPrecondition,
+                "invalid_execution_log",
+            ),
+            (
+                E::InheritedToolIntent { tool_call_id: s() },
+                C::FailedPrecondition,
+                "invalid_execution_log",
+            ),
+            // §2.3 step 4: an unavailable or timed-out peer is UNAVAILABLE, else INTERNAL.
+            (
+                E::HarnessDescribeFailed(ApiError::status(C::Unavailable, "down")),
+                C::Unavailable,
+                "operation_failed",
+            ),
+            (
+                E::HarnessDescribeFailed(ApiError::status(C::DeadlineExceeded, "slow").wrap("d")),
+                C::Unavailable,
+                "operation_failed",
+            ),
+            (
+                E::HarnessDescribeFailed(ApiError::status(C::Internal, "boom")),
+                C::Internal,
+                "operation_failed",
+            ),
+            (
+                E::HarnessMismatch {
+                    recorded: s(),
+                    served: s(),
+                },
+                C::FailedPrecondition,
+                "harness_mismatch",
+            ),
+            (
+                E::HarnessVersionMismatch {
+                    recorded: s(),
+                    served: s(),
+                },
+                C::FailedPrecondition,
+                "harness_version_mismatch",
+            ),
+            (
+                E::ApprovalBlocked {
+                    execution_id: s(),
+                    tool_call_id: s(),
+                },
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::ApprovalUnavailable,
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::MissingToolExecutor,
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::InvalidApprovalCall(s()),
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::ApprovalReceiptReport,
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::InvalidApprovalDecision(s()),
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (E::ReplayDiverged(s()), C::Internal, "replay_diverged"),
+            (
+                E::ReplayInvokedModel { calls: 1 },
+                C::Internal,
+                "replay_invoked_model",
+            ),
+            (
+                E::MissingIdempotencyKey { tool_call_id: s() },
+                C::Internal,
+                "missing_idempotency_key",
+            ),
+            (
+                E::UnmediatedToolCall { tool_call_id: s() },
+                C::Internal,
+                "unmediated_tool_call",
+            ),
+            (
+                E::InvalidToolArgs {
+                    tool_call_id: s(),
+                    reason: s(),
+                },
+                C::Internal,
+                "operation_failed",
+            ),
+            (E::MissingSessionUid, C::Internal, "operation_failed"),
+            // extensions §4: the host's policy, not the caller's argument.
+            (
+                E::ModelNotAllowed { model: "m".into() },
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            (
+                E::InvalidModelPolicy(s()),
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            // §2.8: harness Run errors are INTERNAL whatever code the harness chose.
+            (
+                E::Harness(ApiError::status(C::Unavailable, "provider down")),
+                C::Internal,
+                "operation_failed",
+            ),
+            // §8: api.ErrApprovalParked is OK for Exec and Resume.
+            (E::Parked(park()), C::Ok, "operation_failed"),
+            (E::Cancelled { reason: s() }, C::Cancelled, "canceled"),
+            (
+                E::DeadlineExceeded,
+                C::DeadlineExceeded,
+                "deadline_exceeded",
+            ),
+            (E::SinkClosed, C::Internal, "operation_failed"),
+        ]
+    }
+
     #[test]
-    fn exec_column_codes() {
-        let conflict = ControllerError::Journal(JournalError::Conflict {
-            session: "s".into(),
-            expected: 0,
-            actual: 3,
-        });
-        assert_eq!(conflict.status_code(), StatusCode::Aborted);
-        assert_eq!(conflict.kind(), "conflict");
-        assert_eq!(
-            ControllerError::InvalidExecutionLog("x".into()).status_code(),
-            StatusCode::FailedPrecondition
-        );
-        assert_eq!(
-            ControllerError::ReplayDiverged("x".into()).status_code(),
-            StatusCode::Internal
-        );
-        assert_eq!(
-            ControllerError::HarnessDescribeFailed(ApiError::status(
-                StatusCode::Unavailable,
-                "down"
-            ))
-            .status_code(),
-            StatusCode::Unavailable
-        );
+    fn every_variant_has_its_code_and_kind() {
+        for (err, code, kind) in rows() {
+            assert_eq!(err.status_code(), code, "{err}");
+            assert_eq!(err.kind(), kind, "{err}");
+        }
+    }
+
+    // The harness side and the Sessions side agree: what a sink hands the harness carries the
+    // code the Sessions API reports. The one exception is the harness's own error, which goes
+    // back to it unchanged while the client sees INTERNAL (§2.8).
+    #[test]
+    fn the_harness_sees_the_code_the_client_sees() {
+        for (err, code, _) in rows() {
+            if matches!(err, ControllerError::Harness(_)) {
+                continue;
+            }
+            assert_eq!(err.to_api().status_code(), code, "{err}");
+        }
+    }
+
+    // semantics §8: "store/read/decode failures" are INTERNAL; the rest of the journal's rows.
+    #[test]
+    fn journal_rows() {
+        use StatusCode as C;
+        let rows = [
+            (JournalError::SessionNotFound("s".into()), C::NotFound),
+            (JournalError::HarnessNotFound("h".into()), C::NotFound),
+            (JournalError::SessionExists("s".into()), C::AlreadyExists),
+            (
+                JournalError::InvalidPageToken("t".into()),
+                C::InvalidArgument,
+            ),
+            (
+                JournalError::InvalidArgument("x".into()),
+                C::InvalidArgument,
+            ),
+            (
+                JournalError::InvalidEvent(WireError::MissingField { field: "x".into() }),
+                C::InvalidArgument,
+            ),
+            (JournalError::NotJournalable("PARKED"), C::InvalidArgument),
+            (
+                JournalError::UnsupportedSchema {
+                    found: 9,
+                    supported: 1,
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                JournalError::Undecodable {
+                    session: "s".into(),
+                    seq: 1,
+                    reason: "x".into(),
+                },
+                C::Internal,
+            ),
+            (JournalError::HarnessExists("h".into()), C::AlreadyExists),
+            (
+                JournalError::HarnessNameReserved("h".into()),
+                C::AlreadyExists,
+            ),
+            (JournalError::Io(std::io::Error::other("disk")), C::Internal),
+            (
+                JournalError::CommitFailed {
+                    reason: "disk full".into(),
+                    retryable: false,
+                },
+                C::Internal,
+            ),
+            (
+                JournalError::ImportMismatch {
+                    seq: 1,
+                    reason: "x".into(),
+                },
+                C::Internal,
+            ),
+            (JournalError::Closed, C::Unavailable),
+        ];
+        for (err, code) in rows {
+            assert_eq!(journal_status_code(&err), code, "{err}");
+            assert!(!journal_kind(&err).is_empty());
+        }
     }
 
     // extensions §6: a park keeps its typed value when handed to a harness.
     #[test]
     fn park_travels_typed() {
-        let r = ApprovalRef {
-            execution_id: "e".into(),
-            tool_call_id: "t".into(),
-            request_seq: 4,
-        };
-        let api = ControllerError::Parked(r.clone()).to_api();
-        assert!(agentsessions_api::is_park_unwind(&api, &r));
+        let api = ControllerError::Parked(park()).to_api();
+        assert!(agentsessions_api::is_park_unwind(&api, &park()));
     }
 }

@@ -1,7 +1,8 @@
 //! [`HarnessWireError`], the one error type of this crate, and every mapping between it,
 //! [`ApiError`] and [`tonic::Status`]: the status code of each variant is decided in
-//! [`HarnessWireError::code`] and nowhere else, and [`status_code_of`] is the one place an
-//! [`ApiError`] is given a gRPC code for the wire (an END frame's error, a Describe failure).
+//! [`HarnessWireError::code`] and nowhere else; an [`ApiError`] takes the code of
+//! [`ApiError::status_code`], the same row the Sessions side reports ([`status_code_of`] only
+//! keeps a failure from travelling as `OK`).
 
 use std::time::Duration;
 
@@ -288,10 +289,7 @@ impl HarnessWireError {
 
 /// A received numeric code as a failure code: unknown numbers and `OK` become `UNKNOWN`.
 fn failure_code(number: i32) -> StatusCode {
-    match StatusCode::from_number(number) {
-        Some(StatusCode::Ok) | None => StatusCode::Unknown,
-        Some(code) => code,
-    }
+    StatusCode::from_number(number).map_or(StatusCode::Unknown, as_failure)
 }
 
 /// [`HarnessWireError::HostClosed`] is [`ApiError::Cancelled`]; every other variant is an
@@ -321,28 +319,19 @@ impl From<tonic::Status> for HarnessWireError {
     }
 }
 
-/// The gRPC code an [`ApiError`] travels with (an END frame's error, a failed Describe): a
-/// status keeps its code; the seed's error values take the codes of the server's table
-/// (semantics §8, extensions §5); a tree takes the code of its first leaf.
+/// The gRPC code a *failure* carrying `err` travels with (an END frame's error, a failed
+/// Describe): the code of the one table, [`ApiError::status_code`], which the Sessions side uses
+/// too. A failure never travels as `OK`: a stray park (a tree of parks only, which the table
+/// gives OK) goes as `UNKNOWN`, the code the receiving side reads an `OK` failure as.
 pub fn status_code_of(err: &ApiError) -> StatusCode {
-    let Some(leaf) = err.leaves().next() else {
-        return StatusCode::Unknown;
-    };
-    match leaf {
-        ApiError::Status { code, .. } => *code,
-        ApiError::Cancelled => StatusCode::Cancelled,
-        ApiError::CheckpointPending => StatusCode::Unavailable,
-        ApiError::ComputeBusy | ApiError::SnapshotSuperseded => StatusCode::Aborted,
-        ApiError::InvalidCheckpoint
-        | ApiError::MemoryStateLost
-        | ApiError::ModelNotAllowed { .. }
-        | ApiError::ApprovalParked(_) => StatusCode::FailedPrecondition,
-        ApiError::InvalidCallerIdentity | ApiError::InvalidModelPolicy => {
-            StatusCode::InvalidArgument
-        }
-        ApiError::PermissionDenied => StatusCode::PermissionDenied,
-        // `leaves` never yields a tree node; an empty join has no leaf at all.
-        ApiError::Joined(_) | ApiError::Wrapped { .. } => StatusCode::Unknown,
+    as_failure(err.status_code())
+}
+
+fn as_failure(code: StatusCode) -> StatusCode {
+    if code == StatusCode::Ok {
+        StatusCode::Unknown
+    } else {
+        code
     }
 }
 
@@ -427,11 +416,18 @@ mod tests {
             (ApiError::CheckpointPending, StatusCode::Unavailable),
             (ApiError::MemoryStateLost, StatusCode::FailedPrecondition),
             (ApiError::PermissionDenied, StatusCode::PermissionDenied),
-            (park, StatusCode::FailedPrecondition),
+            // A park is OK in the table (semantics §8); as a failure it travels as UNKNOWN.
+            (park.clone(), StatusCode::Unknown),
+            (
+                ApiError::Joined(vec![park, ApiError::ComputeBusy]),
+                StatusCode::Aborted,
+            ),
+            // extensions §4: a model policy is the host's, not the caller's argument.
             (
                 ApiError::Joined(vec![ApiError::InvalidModelPolicy, ApiError::Cancelled]),
-                StatusCode::InvalidArgument,
+                StatusCode::FailedPrecondition,
             ),
+            (ApiError::InvalidCallerIdentity, StatusCode::InvalidArgument),
             (ApiError::Joined(Vec::new()), StatusCode::Unknown),
         ];
         for (err, code) in cases {

@@ -1,10 +1,12 @@
 //! [`PlacementError`]: why a placement operation was refused or failed.
 //!
-//! The codes these map to live in the server's one error table; here each variant only names
-//! what went wrong and carries what a person needs to act on it.
+//! Each variant names what went wrong and carries what a person needs to act on it;
+//! [`PlacementError::status_code`] is its row in the error table (semantics §8, placement
+//! column), delegating wrapped controller, journal and SPI errors to their own rows.
 
-use agentsessions_api::ApiError;
+use agentsessions_api::{ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
+use agentsessions_controller::error::{journal_kind, journal_status_code};
 use agentsessions_journal::JournalError;
 
 /// The placement result type.
@@ -221,6 +223,42 @@ impl PlacementError {
         matches!(self, Self::Controller(ControllerError::Parked(_)))
     }
 
+    /// The gRPC code of this error (semantics §8 placement column, extensions §3 and §5). Every
+    /// variant has its row, with no catch-all; wrapped errors take their own crate's row.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Self::UnknownHarness { .. }
+            | Self::ForkOutOfRange { .. }
+            | Self::ForkCount { .. }
+            | Self::ChildNames { .. } => StatusCode::InvalidArgument,
+            Self::NameTaken { .. } => StatusCode::AlreadyExists,
+            Self::SessionBusy(_) => StatusCode::Aborted,
+            Self::Unplaceable { .. }
+            | Self::DescriptorMismatch { .. }
+            | Self::RecordedHarnessNotServed { .. }
+            | Self::Pinned { .. }
+            | Self::ForkNotAtHead { .. }
+            | Self::DeletionPending(_)
+            | Self::NothingToCancel { .. }
+            | Self::InstanceMismatch { .. } => StatusCode::FailedPrecondition,
+            Self::HarnessUnavailable { .. } => StatusCode::Unavailable,
+            Self::AdmissionInterrupted { .. } => StatusCode::DeadlineExceeded,
+            Self::DescribeFailed { .. } => StatusCode::Internal,
+            // An address the dialer refuses is the caller's to fix; any other failure to reach
+            // the harness may clear on retry.
+            Self::Dial { source, .. } => {
+                if source.status_code() == StatusCode::InvalidArgument {
+                    StatusCode::InvalidArgument
+                } else {
+                    StatusCode::Unavailable
+                }
+            }
+            Self::Runtime { source, .. } => source.status_code(),
+            Self::Controller(e) => e.status_code(),
+            Self::Journal(e) => journal_status_code(e),
+        }
+    }
+
     /// A short stable name for structured logs (semantics §8 `error_kind`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -241,9 +279,187 @@ impl PlacementError {
             | Self::InstanceMismatch { .. } => "failed_precondition",
             Self::DescribeFailed { .. } | Self::Runtime { .. } => "operation_failed",
             Self::Controller(e) => e.kind(),
-            Self::Journal(JournalError::Conflict { .. }) => "conflict",
-            Self::Journal(JournalError::Fenced { .. }) => "fenced",
-            Self::Journal(_) => "internal",
+            Self::Journal(e) => journal_kind(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsessions_api::{ApprovalRef, StatusCode as C};
+
+    use super::*;
+
+    fn runtime(source: ApiError) -> PlacementError {
+        PlacementError::Runtime {
+            op: RuntimeOp::Create,
+            session: "s".into(),
+            source,
+        }
+    }
+
+    fn dial(source: ApiError) -> PlacementError {
+        PlacementError::Dial {
+            harness: "h".into(),
+            address: "unix:/x".into(),
+            source,
+        }
+    }
+
+    // semantics §8 placement column, extensions §3 and §5: every variant's row.
+    #[test]
+    fn every_variant_has_its_code() {
+        let s = || String::from("s");
+        let rows = [
+            (
+                PlacementError::UnknownHarness {
+                    name: s(),
+                    served: s(),
+                },
+                C::InvalidArgument,
+            ),
+            (
+                PlacementError::NameTaken {
+                    name: s(),
+                    reason: s(),
+                },
+                C::AlreadyExists,
+            ),
+            (PlacementError::SessionBusy(s()), C::Aborted),
+            (
+                PlacementError::Unplaceable {
+                    harness: s(),
+                    reason: s(),
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                PlacementError::DescriptorMismatch {
+                    harness: s(),
+                    expected: s(),
+                    reported: s(),
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                PlacementError::HarnessUnavailable {
+                    harness: s(),
+                    source: ApiError::status(C::Unavailable, "down"),
+                },
+                C::Unavailable,
+            ),
+            (
+                PlacementError::AdmissionInterrupted { harness: s() },
+                C::DeadlineExceeded,
+            ),
+            (
+                PlacementError::DescribeFailed {
+                    harness: s(),
+                    source: ApiError::status(C::Internal, "boom"),
+                },
+                C::Internal,
+            ),
+            (
+                PlacementError::RecordedHarnessNotServed {
+                    session: s(),
+                    harness: s(),
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                PlacementError::Pinned {
+                    session: s(),
+                    pinned: s(),
+                    requested: s(),
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                PlacementError::ForkNotAtHead {
+                    harness: s(),
+                    at: 1,
+                    head: 5,
+                },
+                C::FailedPrecondition,
+            ),
+            (
+                PlacementError::ForkOutOfRange { at: 9, head: 5 },
+                C::InvalidArgument,
+            ),
+            (PlacementError::ForkCount { count: 129 }, C::InvalidArgument),
+            (
+                PlacementError::ChildNames { count: 2, names: 1 },
+                C::InvalidArgument,
+            ),
+            // extensions §3: a session pending deletion accepts no further effects.
+            (PlacementError::DeletionPending(s()), C::FailedPrecondition),
+            (
+                PlacementError::NothingToCancel {
+                    session: s(),
+                    detail: String::new(),
+                },
+                C::FailedPrecondition,
+            ),
+            // extensions §5: a replacement instance holds none of the session's memory.
+            (
+                PlacementError::InstanceMismatch {
+                    session: s(),
+                    recorded: s(),
+                    placed: s(),
+                },
+                C::FailedPrecondition,
+            ),
+            // extensions §5: the runtime errors keep their SPI rows.
+            (runtime(ApiError::MemoryStateLost), C::FailedPrecondition),
+            (runtime(ApiError::ComputeBusy), C::Aborted),
+            (runtime(ApiError::CheckpointPending), C::Unavailable),
+            (runtime(ApiError::InvalidCheckpoint), C::FailedPrecondition),
+            (runtime(ApiError::SnapshotSuperseded), C::Aborted),
+            (
+                runtime(ApiError::MemoryStateLost.wrap("restoring")),
+                C::FailedPrecondition,
+            ),
+            (
+                dial(ApiError::status(C::Unavailable, "nothing listens")),
+                C::Unavailable,
+            ),
+            (
+                dial(ApiError::status(C::InvalidArgument, "bad address")),
+                C::InvalidArgument,
+            ),
+            (dial(ApiError::Cancelled), C::Unavailable),
+            // §8: a park is the OK outcome of Exec and Resume.
+            (
+                PlacementError::Controller(ControllerError::Parked(ApprovalRef::default())),
+                C::Ok,
+            ),
+            (
+                PlacementError::Journal(JournalError::Fenced {
+                    session: s(),
+                    fence: 1,
+                    current: 2,
+                }),
+                C::Aborted,
+            ),
+            // The same retryable commit failure is UNAVAILABLE through a turn and directly.
+            (
+                PlacementError::Controller(ControllerError::Journal(JournalError::CommitFailed {
+                    reason: s(),
+                    retryable: true,
+                })),
+                C::Unavailable,
+            ),
+            (
+                PlacementError::Journal(JournalError::CommitFailed {
+                    reason: s(),
+                    retryable: true,
+                }),
+                C::Unavailable,
+            ),
+        ];
+        for (err, code) in rows {
+            assert_eq!(err.status_code(), code, "{err}");
+            assert!(!err.kind().is_empty());
         }
     }
 }

@@ -67,21 +67,22 @@ impl Call {
     }
 }
 
-/// The configured policy, or none (every call allowed, no owners: the published server).
+/// Checks the actions of a call against the configured [`Authorizer`], or allows every call
+/// when none is configured (no owners: the published server).
 #[derive(Clone, Default)]
-pub(crate) struct Gate {
+pub(crate) struct CallAuthorizer {
     authorizer: Option<Arc<dyn Authorizer>>,
 }
 
-impl std::fmt::Debug for Gate {
+impl std::fmt::Debug for CallAuthorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gate")
+        f.debug_struct("CallAuthorizer")
             .field("enforcing", &self.authorizer.is_some())
             .finish()
     }
 }
 
-impl Gate {
+impl CallAuthorizer {
     pub(crate) fn new(authorizer: Option<Arc<dyn Authorizer>>) -> Self {
         Self { authorizer }
     }
@@ -129,7 +130,7 @@ impl Gate {
     /// Checks a global action (no session), optionally with an owner filter (listing).
     ///
     /// # Errors
-    /// As [`Gate::session`].
+    /// As [`CallAuthorizer::session`].
     pub(crate) async fn global(
         &self,
         call: &Call,

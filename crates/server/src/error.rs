@@ -1,85 +1,192 @@
-//! The one table from every error the service can meet to a gRPC status (semantics §8 plus
-//! extensions §3 and §5). Handlers return [`ServerError`]; only [`ServerError::status`] decides
-//! codes, so a row of the table is changed in exactly one place.
+//! [`ServerError`], everything a Sessions or HarnessRegistry RPC can fail with, and the one place
+//! an error becomes a [`Status`] (semantics §8 plus extensions §2, §3 and §5).
+//!
+//! Each error's code is decided once, by the crate that defines it: the variants of this crate
+//! in [`ServerError::status_code`], placement's in
+//! [`PlacementError::status_code`](agentsessions_placement::PlacementError::status_code), the
+//! controller's and the journal's in `agentsessions_controller::error`, the SPI's in
+//! [`ApiError::status_code`]. Every match is exhaustive, with no catch-all, so a new variant
+//! forces a decision; handlers never build a `Status` themselves.
 
 use agentsessions_api::{Action, ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
+use agentsessions_controller::error::{code_kind, journal_kind, journal_status_code};
+use agentsessions_harnesswire::HarnessWireError;
 use agentsessions_journal::JournalError;
 use agentsessions_placement::PlacementError;
+use agentsessions_wire::WireError;
 use tonic::{Code, Status};
 
-/// Everything a Sessions RPC can fail with.
+/// Everything a Sessions or HarnessRegistry RPC can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// A request field is missing or malformed.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// No session with this uid.
-    #[error("session {0:?} not found")]
-    SessionNotFound(String),
-    /// The harness name is not served here.
-    #[error("unknown harness {name:?}; this server serves: {served}")]
-    UnknownHarness {
-        /// The name asked for.
-        name: String,
-        /// The names served, comma separated.
-        served: String,
+    /// A request field the RPC needs was left empty or unset.
+    #[error("{field} is required")]
+    MissingField {
+        /// The field, as the request names it.
+        field: &'static str,
     },
-    /// Another operation holds the session on this host.
-    #[error("session {0:?} is busy with another operation; retry when it finishes")]
-    SessionBusy(String),
-    /// The harness reports another descriptor id than its registration expects.
+    /// A request field that does not convert to its domain type.
+    #[error("{field}: {source}")]
+    InvalidField {
+        /// The field, as the request names it.
+        field: &'static str,
+        /// Why it does not convert.
+        source: WireError,
+    },
+    /// Fork children carry no per-child principal (semantics §8).
+    #[error("identity must be unset: fork children carry no per-child principal")]
+    ForkIdentitySet,
+    /// A fork creates 1 to [`crate::MAX_FORK_COUNT`] children (semantics §4.4).
     #[error(
-        "harness {harness:?} reports descriptor id {reported:?}, but its registration expects {expected:?}"
+        "count {count} is out of range: a fork creates 1 to {max} children",
+        max = crate::MAX_FORK_COUNT
     )]
-    DescriptorMismatch {
-        /// The harness.
-        harness: String,
-        /// The expected id.
-        expected: String,
-        /// What it reported.
-        reported: String,
+    ForkCountOutOfRange {
+        /// The requested count.
+        count: i32,
+    },
+    /// `child_names` must be empty or name every child.
+    #[error("child_names has {names} entries; give none or exactly count ({count})")]
+    ChildNamesMismatch {
+        /// The number of children.
+        count: usize,
+        /// The names given.
+        names: usize,
+    },
+    /// An approval names the seq of its APPROVAL_REQUEST, which is positive.
+    #[error("request_seq must be the seq of the APPROVAL_REQUEST (> 0), not {request_seq}")]
+    RequestSeqNotPositive {
+        /// The seq given.
+        request_seq: i64,
+    },
+    /// An approval without a decision (absent is not "deny").
+    #[error("approved must be set: true to approve, false to deny")]
+    ApprovedUnset,
+    /// A server was built without any harness.
+    #[error("a server needs at least one harness")]
+    NoHarnesses,
+    /// A static harness route the registry refused (an empty or repeated name; the error
+    /// names it).
+    #[error("static harness route: {source}")]
+    StaticRoute {
+        /// Why the registry refused it.
+        source: PlacementError,
+    },
+    /// A registration name that is not an RFC 1123 label.
+    #[error(
+        "name {name:?} must be an RFC 1123 label (lowercase letters, digits and '-', at most 63)"
+    )]
+    InvalidHarnessName {
+        /// The name given.
+        name: String,
+    },
+    /// A harness spec that is malformed or names something this host cannot parse.
+    #[error("harness spec: {reason}")]
+    InvalidSpec {
+        /// What is wrong, naming the offending field.
+        reason: String,
+    },
+    /// A harness spec larger than a registration may be.
+    #[error("spec is {bytes} bytes in canonical form; the limit is {limit}")]
+    SpecTooLarge {
+        /// Its canonical size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A negative page size.
+    #[error("page_size must not be negative, got {page_size}")]
+    NegativePageSize {
+        /// The size given.
+        page_size: i32,
+    },
+    /// A page token this service did not issue.
+    #[error("page_token {token:?} was not issued by this service")]
+    InvalidPageToken {
+        /// The token given.
+        token: String,
+    },
+    /// A retirement reason longer than the limit.
+    #[error("reason is {bytes} bytes; the limit is {limit}")]
+    RetireReasonTooLong {
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// No session with this uid.
+    #[error("session {uid:?} not found")]
+    SessionNotFound {
+        /// The uid asked for.
+        uid: String,
     },
     /// No harness registered under the name.
-    #[error("harness {0:?} is not registered")]
-    HarnessNotFound(String),
-    /// The harness is retired: new sessions cannot select it.
-    #[error("harness {0:?} is retired; existing sessions keep it, new sessions must pick another")]
-    HarnessRetired(String),
-    /// A name a registration may not take.
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// The harness needs memory snapshots and the compute behind it cannot take them.
-    #[error(
-        "harness {harness:?} requires memory snapshots, which this server's runtime cannot take; \
-         serve it on a memory-snapshot runtime"
-    )]
-    Unplaceable {
-        /// The harness.
-        harness: String,
+    #[error("harness {name:?} is not registered")]
+    HarnessNotFound {
+        /// The name asked for.
+        name: String,
     },
-    /// A REQUIRES_MEMORY_SNAPSHOT session can fork only at its head.
-    #[error("a memory-snapshot harness forks only at the head (seq {head}), not at seq {at}")]
-    ForkNotAtHead {
-        /// The requested seq.
-        at: i64,
-        /// The current head.
-        head: i64,
+    /// A static harness of this host has a stored registration of the same name (semantics
+    /// §7.2): an operator must resolve the collision.
+    #[error("static harness {name:?} collides with a stored registration of that name")]
+    StaticNameStored {
+        /// The name.
+        name: String,
+    },
+    /// A registration under the name of a static harness of this host.
+    #[error("{name:?} is a static harness of this host")]
+    StaticNameTaken {
+        /// The name.
+        name: String,
+    },
+    /// The name is registered with another spec; registrations are immutable.
+    #[error(
+        "{name:?} is registered with another spec; registrations are immutable, use a new name"
+    )]
+    RegistrationImmutable {
+        /// The name.
+        name: String,
+    },
+    /// The harness is retired: new sessions cannot select it.
+    #[error(
+        "harness {name:?} is retired; existing sessions keep it, new sessions must pick another"
+    )]
+    HarnessRetired {
+        /// The name.
+        name: String,
+    },
+    /// A static harness cannot be retired through the registry.
+    #[error("{name:?} is a static harness; remove it from the host's configuration instead")]
+    StaticHarnessRetire {
+        /// The name.
+        name: String,
+    },
+    /// A spec placed on a substrate, which this host has no backend for.
+    #[error("no substrate backend is configured on this host")]
+    NoSubstrateBackend,
+    /// The link to a registered harness cannot be set up (its address or TLS settings).
+    #[error("harness {name:?}: {source}")]
+    HarnessLink {
+        /// The harness.
+        name: String,
+        /// Why the link cannot be made.
+        source: HarnessWireError,
     },
     /// The session is being deleted (extensions §3).
-    #[error("session {0:?} is pending deletion; it accepts no further effects")]
-    DeletionPending(String),
-    /// Cancel found nothing to stop.
-    #[error("no execution of session {session:?} is running on this host{detail}")]
-    NothingToCancel {
+    #[error("session {uid:?} is pending deletion; it accepts no further effects")]
+    DeletionPending {
         /// The session.
-        session: String,
-        /// Which execution was asked for, if any.
-        detail: String,
+        uid: String,
     },
-    /// A recorded approval tuple the session does not hold.
-    #[error("{0}")]
-    FailedPrecondition(String),
+    /// The authorization policy denied the call (extensions §2). The message names the action
+    /// only: whether the session exists, and whose it is, stays undisclosed.
+    #[error("permission denied: this caller may not perform {:?} here", .0.as_str())]
+    PermissionDenied(Action),
+    /// The authorization policy failed without deciding; its reason is in its own logs, never
+    /// in the status.
+    #[error("authorization could not be decided; the call was not performed")]
+    AuthorizationFailed,
     /// The controller refused or failed.
     #[error(transparent)]
     Controller(#[from] ControllerError),
@@ -89,43 +196,54 @@ pub enum ServerError {
     /// Placement refused or failed (routing, admission, runtime, guard).
     #[error(transparent)]
     Placement(#[from] PlacementError),
-    /// The authorization policy denied the call (extensions §2). The message names the action
-    /// only: whether the session exists, and whose it is, stays undisclosed.
-    #[error("permission denied: this caller may not perform {:?} here", .0.as_str())]
-    PermissionDenied(Action),
-    /// The authorization policy failed without deciding; its reason is in its own logs, never
-    /// in the status.
-    #[error("authorization could not be decided; the call was not performed")]
-    AuthorizationFailed,
-    /// A stored or produced value that does not convert.
-    #[error("internal: {0}")]
-    Internal(String),
 }
 
 /// Results of the service.
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 
 impl ServerError {
-    /// The gRPC code of this error (the table).
-    pub fn code(&self) -> Code {
+    /// The gRPC code of this error: this crate's rows, and the wrapped errors' own.
+    pub fn status_code(&self) -> StatusCode {
         match self {
-            Self::InvalidArgument(_) | Self::UnknownHarness { .. } => Code::InvalidArgument,
-            Self::SessionNotFound(_) | Self::HarnessNotFound(_) => Code::NotFound,
-            Self::SessionBusy(_) => Code::Aborted,
-            Self::AlreadyExists(_) => Code::AlreadyExists,
-            Self::Unplaceable { .. }
-            | Self::DescriptorMismatch { .. }
-            | Self::HarnessRetired(_)
-            | Self::ForkNotAtHead { .. }
-            | Self::DeletionPending(_)
-            | Self::NothingToCancel { .. }
-            | Self::FailedPrecondition(_) => Code::FailedPrecondition,
-            Self::Controller(e) => code_of(e.status_code()),
-            Self::Journal(e) => journal_code(e),
-            Self::Placement(e) => placement_code(e),
-            Self::PermissionDenied(_) => Code::PermissionDenied,
-            Self::AuthorizationFailed | Self::Internal(_) => Code::Internal,
+            // §8 service-level validation and §7.2 registry validation.
+            Self::MissingField { .. }
+            | Self::InvalidField { .. }
+            | Self::ForkIdentitySet
+            | Self::ForkCountOutOfRange { .. }
+            | Self::ChildNamesMismatch { .. }
+            | Self::RequestSeqNotPositive { .. }
+            | Self::ApprovedUnset
+            | Self::NoHarnesses
+            | Self::StaticRoute { .. }
+            | Self::InvalidHarnessName { .. }
+            | Self::InvalidSpec { .. }
+            | Self::SpecTooLarge { .. }
+            | Self::NegativePageSize { .. }
+            | Self::InvalidPageToken { .. }
+            | Self::RetireReasonTooLong { .. } => StatusCode::InvalidArgument,
+            Self::SessionNotFound { .. } | Self::HarnessNotFound { .. } => StatusCode::NotFound,
+            Self::StaticNameStored { .. }
+            | Self::StaticNameTaken { .. }
+            | Self::RegistrationImmutable { .. } => StatusCode::AlreadyExists,
+            // §8: a retired harness on create; §7.2: what this host cannot serve or retire;
+            // extensions §3: a session pending deletion.
+            Self::HarnessRetired { .. }
+            | Self::StaticHarnessRetire { .. }
+            | Self::NoSubstrateBackend
+            | Self::HarnessLink { .. }
+            | Self::DeletionPending { .. } => StatusCode::FailedPrecondition,
+            // extensions §2: a denial, and a policy failure that is the host's, not the caller's.
+            Self::PermissionDenied(_) => StatusCode::PermissionDenied,
+            Self::AuthorizationFailed => StatusCode::Internal,
+            Self::Controller(e) => e.status_code(),
+            Self::Journal(e) => journal_status_code(e),
+            Self::Placement(e) => e.status_code(),
         }
+    }
+
+    /// The tonic code of [`Self::status_code`].
+    pub fn code(&self) -> Code {
+        tonic_code(self.status_code())
     }
 
     /// The status a client receives: the table's code with a message a person can act on.
@@ -133,30 +251,39 @@ impl ServerError {
         Status::new(self.code(), self.to_string())
     }
 
-    /// A stable, low-cardinality name for logs (`error_kind`).
+    /// A stable, low-cardinality name for logs (`error_kind`, semantics §8).
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::InvalidArgument(_) => "invalid_argument",
-            Self::SessionNotFound(_) | Self::HarnessNotFound(_) => "not_found",
-            Self::UnknownHarness { .. } => "unknown_harness",
-            Self::SessionBusy(_) => "session_busy",
-            Self::Unplaceable { .. } | Self::ForkNotAtHead { .. } => "unplaceable",
-            Self::DescriptorMismatch { .. } => "descriptor_mismatch",
-            Self::HarnessRetired(_) => "failed_precondition",
-            Self::AlreadyExists(_) => "already_exists",
-            Self::DeletionPending(_) => "deletion_pending",
-            Self::NothingToCancel { .. } | Self::FailedPrecondition(_) => "failed_precondition",
-            Self::Controller(e) => e.kind(),
-            Self::Journal(e) => match journal_code(e) {
-                Code::Aborted => "conflict",
-                Code::NotFound => "not_found",
-                Code::InvalidArgument => "invalid_argument",
-                _ => "internal",
-            },
-            Self::Placement(e) => e.kind(),
+            Self::DeletionPending { .. } => "deletion_pending",
             Self::PermissionDenied(_) => "permission_denied",
             Self::AuthorizationFailed => "authorization_failed",
-            Self::Internal(_) => "internal",
+            Self::Controller(e) => e.kind(),
+            Self::Journal(e) => journal_kind(e),
+            Self::Placement(e) => e.kind(),
+            Self::MissingField { .. }
+            | Self::InvalidField { .. }
+            | Self::ForkIdentitySet
+            | Self::ForkCountOutOfRange { .. }
+            | Self::ChildNamesMismatch { .. }
+            | Self::RequestSeqNotPositive { .. }
+            | Self::ApprovedUnset
+            | Self::NoHarnesses
+            | Self::StaticRoute { .. }
+            | Self::InvalidHarnessName { .. }
+            | Self::InvalidSpec { .. }
+            | Self::SpecTooLarge { .. }
+            | Self::NegativePageSize { .. }
+            | Self::InvalidPageToken { .. }
+            | Self::RetireReasonTooLong { .. }
+            | Self::SessionNotFound { .. }
+            | Self::HarnessNotFound { .. }
+            | Self::StaticNameStored { .. }
+            | Self::StaticNameTaken { .. }
+            | Self::RegistrationImmutable { .. }
+            | Self::HarnessRetired { .. }
+            | Self::StaticHarnessRetire { .. }
+            | Self::NoSubstrateBackend
+            | Self::HarnessLink { .. } => code_kind(self.status_code()),
         }
     }
 }
@@ -173,111 +300,123 @@ impl From<ApiError> for ServerError {
     }
 }
 
-fn journal_code(err: &JournalError) -> Code {
-    match err {
-        JournalError::Conflict { .. } | JournalError::Fenced { .. } => Code::Aborted,
-        JournalError::SessionNotFound(_) | JournalError::HarnessNotFound(_) => Code::NotFound,
-        JournalError::InvalidPageToken(_)
-        | JournalError::InvalidArgument(_)
-        | JournalError::InvalidEvent(_)
-        | JournalError::NotJournalable(_) => Code::InvalidArgument,
-        JournalError::HarnessExists(_) | JournalError::HarnessNameReserved(_) => {
-            Code::AlreadyExists
-        }
-        JournalError::UnsupportedSchema { .. } => Code::FailedPrecondition,
-        JournalError::CommitFailed { .. } | JournalError::Closed => Code::Unavailable,
-        _ => Code::Internal,
-    }
-}
-
-/// Placement's rows (semantics §8 placement column, extensions §3 and §5).
-fn placement_code(err: &PlacementError) -> Code {
-    match err {
-        PlacementError::UnknownHarness { .. }
-        | PlacementError::ForkOutOfRange { .. }
-        | PlacementError::ForkCount { .. }
-        | PlacementError::ChildNames { .. } => Code::InvalidArgument,
-        PlacementError::NameTaken { .. } => Code::AlreadyExists,
-        PlacementError::SessionBusy(_) => Code::Aborted,
-        PlacementError::Unplaceable { .. }
-        | PlacementError::DescriptorMismatch { .. }
-        | PlacementError::RecordedHarnessNotServed { .. }
-        | PlacementError::Pinned { .. }
-        | PlacementError::ForkNotAtHead { .. }
-        | PlacementError::DeletionPending(_)
-        | PlacementError::NothingToCancel { .. }
-        | PlacementError::InstanceMismatch { .. } => Code::FailedPrecondition,
-        PlacementError::HarnessUnavailable { .. } => Code::Unavailable,
-        PlacementError::AdmissionInterrupted { .. } => Code::DeadlineExceeded,
-        PlacementError::DescribeFailed { .. } => Code::Internal,
-        PlacementError::Dial { source, .. } => match api_code(source) {
-            Code::InvalidArgument => Code::InvalidArgument,
-            _ => Code::Unavailable,
-        },
-        PlacementError::Runtime { source, .. } => api_code(source),
-        PlacementError::Controller(e) => code_of(e.status_code()),
-        PlacementError::Journal(e) => journal_code(e),
-    }
-}
-
-/// SPI errors a runtime, dialer or harness returns (extensions §5): the typed ones by kind, a
-/// status by its code, wrapped and joined ones by their first leaf.
-fn api_code(err: &ApiError) -> Code {
-    match err {
-        ApiError::ComputeBusy | ApiError::SnapshotSuperseded => Code::Aborted,
-        ApiError::CheckpointPending => Code::Unavailable,
-        ApiError::MemoryStateLost
-        | ApiError::InvalidCheckpoint
-        | ApiError::InvalidModelPolicy
-        | ApiError::ModelNotAllowed { .. } => Code::FailedPrecondition,
-        ApiError::InvalidCallerIdentity => Code::Unauthenticated,
-        ApiError::PermissionDenied => Code::PermissionDenied,
-        ApiError::Cancelled => Code::Cancelled,
-        ApiError::ApprovalParked(_) => Code::Ok,
-        ApiError::Status { code, .. } => code_of(*code),
-        ApiError::Wrapped { source, .. } => api_code(source),
-        ApiError::Joined(errors) => errors.first().map_or(Code::Internal, api_code),
-    }
-}
-
 /// The tonic code for an SPI status code (same numbering).
-pub fn code_of(code: StatusCode) -> Code {
+fn tonic_code(code: StatusCode) -> Code {
     Code::from_i32(code.number())
 }
 
 #[cfg(test)]
 mod tests {
+    use agentsessions_api::ApprovalRef;
+    use agentsessions_placement::RuntimeOp;
+
     use super::*;
 
-    // semantics §8 and extensions §3/§5: each row of the service-level table.
+    // semantics §8, §7.2 and extensions §2/§3: every row of this crate's table, plus one row
+    // per wrapped crate to show the delegation.
     #[test]
     fn every_service_error_has_its_code() {
+        let s = || String::from("x");
         let rows: Vec<(ServerError, Code)> = vec![
             (
-                ServerError::InvalidArgument("uid is required".into()),
+                ServerError::MissingField { field: "uid" },
                 Code::InvalidArgument,
             ),
-            (ServerError::SessionNotFound("s".into()), Code::NotFound),
             (
-                ServerError::UnknownHarness {
-                    name: "x".into(),
-                    served: "echo".into(),
+                ServerError::InvalidField {
+                    field: "inputs",
+                    source: WireError::MissingField {
+                        field: "role".into(),
+                    },
                 },
                 Code::InvalidArgument,
             ),
-            (ServerError::SessionBusy("s".into()), Code::Aborted),
+            (ServerError::ForkIdentitySet, Code::InvalidArgument),
             (
-                ServerError::Unplaceable {
-                    harness: "counter".into(),
+                ServerError::ForkCountOutOfRange { count: 129 },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::ChildNamesMismatch { count: 2, names: 1 },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::RequestSeqNotPositive { request_seq: 0 },
+                Code::InvalidArgument,
+            ),
+            (ServerError::ApprovedUnset, Code::InvalidArgument),
+            (ServerError::NoHarnesses, Code::InvalidArgument),
+            (
+                ServerError::StaticRoute {
+                    source: PlacementError::NameTaken {
+                        name: s(),
+                        reason: s(),
+                    },
+                },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::InvalidHarnessName { name: s() },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::InvalidSpec { reason: s() },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::SpecTooLarge {
+                    bytes: 5000,
+                    limit: 4096,
+                },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::NegativePageSize { page_size: -1 },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::InvalidPageToken { token: s() },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::RetireReasonTooLong {
+                    bytes: 2000,
+                    limit: 1024,
+                },
+                Code::InvalidArgument,
+            ),
+            (ServerError::SessionNotFound { uid: s() }, Code::NotFound),
+            (ServerError::HarnessNotFound { name: s() }, Code::NotFound),
+            (
+                ServerError::StaticNameStored { name: s() },
+                Code::AlreadyExists,
+            ),
+            (
+                ServerError::StaticNameTaken { name: s() },
+                Code::AlreadyExists,
+            ),
+            (
+                ServerError::RegistrationImmutable { name: s() },
+                Code::AlreadyExists,
+            ),
+            (
+                ServerError::HarnessRetired { name: s() },
+                Code::FailedPrecondition,
+            ),
+            (
+                ServerError::StaticHarnessRetire { name: s() },
+                Code::FailedPrecondition,
+            ),
+            (ServerError::NoSubstrateBackend, Code::FailedPrecondition),
+            (
+                ServerError::HarnessLink {
+                    name: s(),
+                    source: HarnessWireError::NoRuntime,
                 },
                 Code::FailedPrecondition,
             ),
             (
-                ServerError::ForkNotAtHead { at: 1, head: 5 },
-                Code::FailedPrecondition,
-            ),
-            (
-                ServerError::DeletionPending("s".into()),
+                ServerError::DeletionPending { uid: s() },
                 Code::FailedPrecondition,
             ),
             (
@@ -286,201 +425,81 @@ mod tests {
             ),
             (ServerError::AuthorizationFailed, Code::Internal),
             (
-                ServerError::NothingToCancel {
-                    session: "s".into(),
-                    detail: String::new(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                ServerError::Journal(JournalError::Conflict {
-                    session: "s".into(),
-                    expected: 0,
-                    actual: 1,
-                }),
-                Code::Aborted,
-            ),
-            (
-                ServerError::Journal(JournalError::InvalidPageToken("bad".into())),
-                Code::InvalidArgument,
-            ),
-            (
-                ServerError::Journal(JournalError::SessionNotFound("s".into())),
-                Code::NotFound,
-            ),
-            (
                 ServerError::Controller(ControllerError::ApprovalBlocked {
-                    execution_id: "e".into(),
-                    tool_call_id: "c".into(),
+                    execution_id: s(),
+                    tool_call_id: s(),
                 }),
                 Code::FailedPrecondition,
             ),
             (
-                ServerError::Controller(ControllerError::InvalidApprovalDecision("x".into())),
-                Code::FailedPrecondition,
-            ),
-            (
-                ServerError::DescriptorMismatch {
-                    harness: "h".into(),
-                    expected: "a".into(),
-                    reported: "b".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                ServerError::HarnessRetired("h".into()),
-                Code::FailedPrecondition,
-            ),
-            (ServerError::AlreadyExists("h".into()), Code::AlreadyExists),
-            (
-                ServerError::Journal(JournalError::HarnessNameReserved("echo".into())),
-                Code::AlreadyExists,
-            ),
-            (ServerError::Internal("x".into()), Code::Internal),
-        ];
-        let api = |e: ApiError| PlacementError::Runtime {
-            op: agentsessions_placement::RuntimeOp::Create,
-            session: "s".into(),
-            source: e,
-        };
-        // Placement's rows (semantics §8 placement column, extensions §3 and §5).
-        let placement: Vec<(PlacementError, Code)> = vec![
-            (
-                PlacementError::UnknownHarness {
-                    name: "x".into(),
-                    served: "echo".into(),
-                },
-                Code::InvalidArgument,
-            ),
-            (PlacementError::SessionBusy("s".into()), Code::Aborted),
-            (
-                PlacementError::Unplaceable {
-                    harness: "counter".into(),
-                    reason: "no memory snapshots".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::DescriptorMismatch {
-                    harness: "h".into(),
-                    expected: "a".into(),
-                    reported: "b".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::HarnessUnavailable {
-                    harness: "h".into(),
-                    source: ApiError::status(StatusCode::Unavailable, "down"),
-                },
-                Code::Unavailable,
-            ),
-            (
-                PlacementError::AdmissionInterrupted {
-                    harness: "h".into(),
-                },
-                Code::DeadlineExceeded,
-            ),
-            (
-                PlacementError::RecordedHarnessNotServed {
-                    session: "s".into(),
-                    harness: "h".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::Pinned {
-                    session: "s".into(),
-                    pinned: "a".into(),
-                    requested: "b".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::ForkNotAtHead {
-                    harness: "h".into(),
-                    at: 1,
-                    head: 5,
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::ForkOutOfRange { at: 9, head: 5 },
+                ServerError::Journal(JournalError::InvalidPageToken(s())),
                 Code::InvalidArgument,
             ),
             (
-                PlacementError::ForkCount { count: 129 },
-                Code::InvalidArgument,
-            ),
-            (
-                PlacementError::ChildNames { count: 2, names: 1 },
-                Code::InvalidArgument,
-            ),
-            (
-                PlacementError::DeletionPending("s".into()),
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::NothingToCancel {
-                    session: "s".into(),
-                    detail: String::new(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::InstanceMismatch {
-                    session: "s".into(),
-                    recorded: "a".into(),
-                    placed: "b".into(),
-                },
-                Code::FailedPrecondition,
-            ),
-            (api(ApiError::MemoryStateLost), Code::FailedPrecondition),
-            (api(ApiError::ComputeBusy), Code::Aborted),
-            (api(ApiError::CheckpointPending), Code::Unavailable),
-            (api(ApiError::InvalidCheckpoint), Code::FailedPrecondition),
-            (api(ApiError::SnapshotSuperseded), Code::Aborted),
-            (
-                api(ApiError::MemoryStateLost.wrap("restoring")),
-                Code::FailedPrecondition,
-            ),
-            (
-                PlacementError::Dial {
-                    harness: "h".into(),
-                    address: "unix:/x".into(),
-                    source: ApiError::status(StatusCode::Unavailable, "nothing listens"),
-                },
-                Code::Unavailable,
-            ),
-            (
-                PlacementError::NameTaken {
-                    name: "echo".into(),
-                    reason: "reserved".into(),
-                },
-                Code::AlreadyExists,
-            ),
-            (
-                PlacementError::Controller(ControllerError::Parked(Default::default())),
-                Code::Ok,
-            ),
-            (
-                PlacementError::Journal(JournalError::Fenced {
-                    session: "s".into(),
-                    fence: 1,
-                    current: 2,
-                }),
+                ServerError::Placement(PlacementError::SessionBusy(s())),
                 Code::Aborted,
             ),
         ];
-        let rows = rows.into_iter().chain(
-            placement
-                .into_iter()
-                .map(|(e, c)| (ServerError::from(e), c)),
-        );
         for (err, code) in rows {
             assert_eq!(err.code(), code, "{err}");
             assert_eq!(err.status().code(), code);
             assert!(!err.status().message().is_empty());
+            assert!(!err.kind().is_empty());
         }
+    }
+
+    // The disagreements the one table removed: each error has one code however it reaches the
+    // client, and the Sessions side and the harness side (harnesswire) agree on SPI errors.
+    #[test]
+    fn one_error_one_code_on_every_path() {
+        let s = || String::from("x");
+        let commit = || JournalError::CommitFailed {
+            reason: "database is locked".into(),
+            retryable: true,
+        };
+        let paths = [
+            ServerError::Journal(commit()),
+            ServerError::Controller(ControllerError::Journal(commit())),
+            ServerError::Placement(PlacementError::Journal(commit())),
+            ServerError::Placement(PlacementError::Controller(ControllerError::Journal(
+                commit(),
+            ))),
+        ];
+        for err in paths {
+            assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+            assert_eq!(err.kind(), "unavailable", "{err:?}");
+        }
+        // semantics §8: an approval park is the OK outcome of Exec and Resume.
+        let park = ServerError::Placement(PlacementError::Controller(ControllerError::Parked(
+            ApprovalRef::default(),
+        )));
+        assert_eq!(park.code(), Code::Ok);
+        let leaves = [
+            ApiError::InvalidCallerIdentity,
+            ApiError::InvalidModelPolicy,
+            ApiError::ModelNotAllowed { model: "m".into() },
+            ApiError::MemoryStateLost,
+            ApiError::InvalidCheckpoint,
+            ApiError::ComputeBusy,
+            ApiError::SnapshotSuperseded,
+            ApiError::CheckpointPending,
+            ApiError::PermissionDenied,
+            ApiError::Cancelled,
+            ApiError::status(StatusCode::NotFound, "gone"),
+        ];
+        for leaf in leaves {
+            let sessions = ServerError::Placement(PlacementError::Runtime {
+                op: RuntimeOp::Restore,
+                session: s(),
+                source: leaf.clone(),
+            })
+            .status_code();
+            let harness = agentsessions_harnesswire::status_code_of(&leaf);
+            assert_eq!(sessions, harness, "{leaf}");
+        }
+        assert_eq!(
+            ApiError::InvalidCallerIdentity.status_code(),
+            StatusCode::InvalidArgument
+        );
     }
 }

@@ -15,11 +15,12 @@ use agentsessions_wire::convert::timestamp_to_pb;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::harness_registry_server::{HarnessRegistry, HarnessRegistryServer};
 use agentsessions_wire::pb::harness_spec::Placement;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
-use crate::authz::{Call, Gate, method};
+use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
 use crate::harnesses::check_harness_address;
+use crate::rpc::{Rpc, unary};
 use crate::service::SessionsService;
 
 /// Largest canonical spec a registration may have.
@@ -37,7 +38,7 @@ const MAX_PAGE: usize = 500;
 pub struct RegistryService {
     journal: Arc<dyn Journal>,
     harnesses: Registry,
-    gate: Gate,
+    authz: CallAuthorizer,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
@@ -63,10 +64,10 @@ fn is_rfc1123_label(name: &str) -> bool {
 /// `agentctl harness register --spec` files both go through here.
 ///
 /// # Errors
-/// [`ServerError::InvalidArgument`] naming the offending key.
+/// [`ServerError::InvalidSpec`] naming the offending key.
 pub fn spec_from_json(text: &str) -> Result<pb::HarnessSpec> {
     use serde_json::{Map, Value};
-    let bad = |why: String| ServerError::InvalidArgument(format!("harness spec: {why}"));
+    let bad = |reason: String| ServerError::InvalidSpec { reason };
     fn object<'a>(
         value: &'a Value,
         at: &str,
@@ -169,18 +170,21 @@ pub fn spec_from_json(text: &str) -> Result<pb::HarnessSpec> {
 }
 
 fn canonical_spec(spec: &pb::HarnessSpec) -> Result<(String, String)> {
-    let bytes = agentsessions_wire::canonical::canonical_message(spec)
-        .map_err(|e| ServerError::InvalidArgument(format!("spec: {e}")))?;
+    let invalid = |e: agentsessions_wire::WireError| ServerError::InvalidSpec {
+        reason: e.to_string(),
+    };
+    let bytes = agentsessions_wire::canonical::canonical_message(spec).map_err(invalid)?;
     if bytes.len() > MAX_SPEC_BYTES {
-        return Err(ServerError::InvalidArgument(format!(
-            "spec is {} bytes in canonical form; the limit is {MAX_SPEC_BYTES}",
-            bytes.len()
-        )));
+        return Err(ServerError::SpecTooLarge {
+            bytes: bytes.len(),
+            limit: MAX_SPEC_BYTES,
+        });
     }
-    let json = String::from_utf8(bytes)
-        .map_err(|e| ServerError::Internal(format!("canonical spec: {e}")))?;
-    let digest = agentsessions_wire::spec_digest(spec)
-        .map_err(|e| ServerError::InvalidArgument(format!("spec: {e}")))?;
+    // Canonical JSON is UTF-8 by construction; a failure here would be the encoder's.
+    let json = String::from_utf8(bytes).map_err(|e| ServerError::InvalidSpec {
+        reason: format!("canonical form is not UTF-8: {e}"),
+    })?;
+    let digest = agentsessions_wire::spec_digest(spec).map_err(invalid)?;
     Ok((json, digest))
 }
 
@@ -188,35 +192,38 @@ fn canonical_spec(spec: &pb::HarnessSpec) -> Result<(String, String)> {
 fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
     let resumability = spec.capabilities.as_ref().map_or(0, |c| c.resumability);
     if resumability == 0 {
-        return Err(ServerError::InvalidArgument(
-            "spec.capabilities.resumability must be set (RESUMABILITY_STATELESS_REPLAY or RESUMABILITY_REQUIRES_MEMORY_SNAPSHOT)"
+        return Err(ServerError::InvalidSpec {
+            reason: "spec.capabilities.resumability must be set (RESUMABILITY_STATELESS_REPLAY or RESUMABILITY_REQUIRES_MEMORY_SNAPSHOT)"
                 .into(),
-        ));
+        });
     }
     if pb::Resumability::try_from(resumability).is_err() {
-        return Err(ServerError::InvalidArgument(format!(
-            "spec.capabilities.resumability {resumability} is not a known value"
-        )));
+        return Err(ServerError::InvalidSpec {
+            reason: format!("spec.capabilities.resumability {resumability} is not a known value"),
+        });
     }
     match &spec.placement {
-        None => Err(ServerError::InvalidArgument(
-            "spec needs a placement: remote {address} or substrate {atespace, template}".into(),
-        )),
-        Some(Placement::Remote(remote)) if remote.address.is_empty() => Err(
-            ServerError::InvalidArgument("spec.remote.address is required".into()),
-        ),
+        None => Err(ServerError::InvalidSpec {
+            reason: "spec needs a placement: remote {address} or substrate {atespace, template}"
+                .into(),
+        }),
+        Some(Placement::Remote(remote)) if remote.address.is_empty() => {
+            Err(ServerError::InvalidSpec {
+                reason: "spec.remote.address is required".into(),
+            })
+        }
         Some(Placement::Remote(remote)) => {
-            check_harness_address(&remote.address).map_err(|why| {
-                ServerError::InvalidArgument(format!("spec.remote.address: {why}"))
+            check_harness_address(&remote.address).map_err(|why| ServerError::InvalidSpec {
+                reason: format!("spec.remote.address: {why}"),
             })?;
             Ok(remote.address.clone())
         }
-        Some(Placement::Substrate(s)) if s.atespace.is_empty() || s.template.is_empty() => Err(
-            ServerError::InvalidArgument("spec.substrate needs atespace and template".into()),
-        ),
-        Some(Placement::Substrate(_)) => Err(ServerError::FailedPrecondition(
-            "no substrate backend is configured on this host".into(),
-        )),
+        Some(Placement::Substrate(s)) if s.atespace.is_empty() || s.template.is_empty() => {
+            Err(ServerError::InvalidSpec {
+                reason: "spec.substrate needs atespace and template".into(),
+            })
+        }
+        Some(Placement::Substrate(_)) => Err(ServerError::NoSubstrateBackend),
     }
 }
 
@@ -226,8 +233,13 @@ fn entry_for(
     link_tls: Option<&tonic::transport::ClientTlsConfig>,
 ) -> Result<Backend> {
     let address = servable_address(spec)?;
-    let harness = RemoteHarness::connect_lazy_tls(&address, link_tls.cloned())
-        .map_err(|e| ServerError::FailedPrecondition(format!("harness {name:?}: {e}")))?;
+    let harness =
+        RemoteHarness::connect_lazy_tls(&address, link_tls.cloned()).map_err(|source| {
+            ServerError::HarnessLink {
+                name: name.to_owned(),
+                source,
+            }
+        })?;
     // A remote harness runs on compute this host does not snapshot.
     Ok(
         Backend::attached(Arc::new(harness), RuntimeCapabilities::default())
@@ -279,14 +291,14 @@ impl RegistryService {
         Self {
             journal: Arc::clone(&sessions.inner.journal),
             harnesses: sessions.inner.placer.registry().clone(),
-            gate: sessions.inner.gate.clone(),
+            authz: sessions.inner.authz.clone(),
             link_tls: sessions.inner.link_tls.clone(),
         }
     }
 
     /// Registry actions are global: no session, no owner (extensions §2).
     async fn authorize(&self, call: &Call, action: Action) -> Result<()> {
-        self.gate
+        self.authz
             .global(call, action, agentsessions_api::CallerIdentity::default())
             .await
     }
@@ -307,9 +319,7 @@ impl RegistryService {
         let statics = self.harnesses.static_names();
         for name in &statics {
             if self.journal.get_harness(name).await?.is_some() {
-                return Err(ServerError::AlreadyExists(format!(
-                    "static harness {name:?} collides with a stored registration of that name"
-                )));
+                return Err(ServerError::StaticNameStored { name: name.clone() });
             }
         }
         self.journal.reserve_harness_names(&statics).await?;
@@ -345,20 +355,14 @@ impl RegistryService {
         req: pb::RegisterHarnessRequest,
     ) -> Result<pb::RegisterHarnessResponse> {
         if !is_rfc1123_label(&req.name) {
-            return Err(ServerError::InvalidArgument(format!(
-                "name {:?} must be an RFC 1123 label (lowercase letters, digits and '-', at most 63)",
-                req.name
-            )));
+            return Err(ServerError::InvalidHarnessName { name: req.name });
         }
         if is_static(&self.harnesses, &req.name) {
-            return Err(ServerError::AlreadyExists(format!(
-                "{:?} is a static harness of this host",
-                req.name
-            )));
+            return Err(ServerError::StaticNameTaken { name: req.name });
         }
         let spec = req
             .spec
-            .ok_or_else(|| ServerError::InvalidArgument("spec is required".into()))?;
+            .ok_or(ServerError::MissingField { field: "spec" })?;
         let entry = entry_for(&req.name, &spec, self.link_tls.as_ref())?;
         let (json, digest) = canonical_spec(&spec)?;
         let (row, outcome) = self
@@ -366,12 +370,9 @@ impl RegistryService {
             .register_harness(&req.name, &json, &digest)
             .await
             .map_err(|e| match e {
-                agentsessions_journal::JournalError::HarnessExists(_) => ServerError::AlreadyExists(
-                    format!(
-                        "{:?} is registered with another spec; registrations are immutable, use a new name",
-                        req.name
-                    ),
-                ),
+                agentsessions_journal::JournalError::HarnessExists(name) => {
+                    ServerError::RegistrationImmutable { name }
+                }
                 other => other.into(),
             })?;
         // Already served (an identical registration, or one loaded at startup): keep it.
@@ -388,14 +389,18 @@ impl RegistryService {
 
     async fn get(&self, req: pb::GetHarnessRequest) -> Result<pb::HarnessRegistration> {
         if req.name.is_empty() {
-            return Err(ServerError::InvalidArgument("name is required".into()));
+            return Err(ServerError::MissingField { field: "name" });
         }
         let mut found = if is_static(&self.harnesses, &req.name) {
             static_registration(&req.name)
         } else {
             match self.journal.get_harness(&req.name).await? {
                 Some(row) => registration(&row),
-                None => return Err(ServerError::HarnessNotFound(req.name.clone())),
+                None => {
+                    return Err(ServerError::HarnessNotFound {
+                        name: req.name.clone(),
+                    });
+                }
             }
         };
         match self.harnesses.resolve(&req.name) {
@@ -419,9 +424,9 @@ impl RegistryService {
     async fn list(&self, req: pb::ListHarnessesRequest) -> Result<pb::ListHarnessesResponse> {
         let size = match usize::try_from(req.page_size) {
             Err(_) => {
-                return Err(ServerError::InvalidArgument(
-                    "page_size must not be negative".into(),
-                ));
+                return Err(ServerError::NegativePageSize {
+                    page_size: req.page_size,
+                });
             }
             Ok(0) => DEFAULT_PAGE,
             Ok(n) => n.min(MAX_PAGE),
@@ -465,19 +470,16 @@ impl RegistryService {
 
     async fn retire(&self, req: pb::RetireHarnessRequest) -> Result<pb::HarnessRegistration> {
         if req.name.is_empty() {
-            return Err(ServerError::InvalidArgument("name is required".into()));
+            return Err(ServerError::MissingField { field: "name" });
         }
         if is_static(&self.harnesses, &req.name) {
-            return Err(ServerError::FailedPrecondition(format!(
-                "{:?} is a static harness; remove it from the host's configuration instead",
-                req.name
-            )));
+            return Err(ServerError::StaticHarnessRetire { name: req.name });
         }
         if req.reason.len() > MAX_REASON_BYTES {
-            return Err(ServerError::InvalidArgument(format!(
-                "reason is {} bytes; the limit is {MAX_REASON_BYTES}",
-                req.reason.len()
-            )));
+            return Err(ServerError::RetireReasonTooLong {
+                bytes: req.reason.len(),
+                limit: MAX_REASON_BYTES,
+            });
         }
         let row = self
             .journal
@@ -485,7 +487,7 @@ impl RegistryService {
             .await
             .map_err(|e| match e {
                 agentsessions_journal::JournalError::HarnessNotFound(name) => {
-                    ServerError::HarnessNotFound(name)
+                    ServerError::HarnessNotFound { name }
                 }
                 other => other.into(),
             })?;
@@ -500,10 +502,8 @@ fn encode_token(name: &str) -> String {
 
 fn decode_token(token: &str) -> Result<String> {
     use base64::Engine as _;
-    let bad = || {
-        ServerError::InvalidArgument(format!(
-            "page_token {token:?} was not issued by this service"
-        ))
+    let bad = || ServerError::InvalidPageToken {
+        token: token.to_owned(),
     };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -515,17 +515,13 @@ fn decode_token(token: &str) -> Result<String> {
     Ok(name)
 }
 
-type Rpc<T> = std::result::Result<Response<T>, Status>;
-
 #[tonic::async_trait]
 impl HarnessRegistry for RegistryService {
     async fn register_harness(
         &self,
         request: Request<pb::RegisterHarnessRequest>,
     ) -> Rpc<pb::RegisterHarnessResponse> {
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::REGISTER_HARNESS);
-        crate::service::traced("RegisterHarness", &metadata, async {
+        unary(method::REGISTER_HARNESS, request, |call, req| async move {
             self.authorize(&call, Action::RegistryRegister).await?;
             self.register(req).await
         })
@@ -536,9 +532,7 @@ impl HarnessRegistry for RegistryService {
         &self,
         request: Request<pb::GetHarnessRequest>,
     ) -> Rpc<pb::HarnessRegistration> {
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::GET_HARNESS);
-        crate::service::traced("GetHarness", &metadata, async {
+        unary(method::GET_HARNESS, request, |call, req| async move {
             self.authorize(&call, Action::RegistryRead).await?;
             self.get(req).await
         })
@@ -549,9 +543,7 @@ impl HarnessRegistry for RegistryService {
         &self,
         request: Request<pb::ListHarnessesRequest>,
     ) -> Rpc<pb::ListHarnessesResponse> {
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::LIST_HARNESSES);
-        crate::service::traced("ListHarnesses", &metadata, async {
+        unary(method::LIST_HARNESSES, request, |call, req| async move {
             self.authorize(&call, Action::RegistryList).await?;
             self.list(req).await
         })
@@ -562,9 +554,7 @@ impl HarnessRegistry for RegistryService {
         &self,
         request: Request<pb::RetireHarnessRequest>,
     ) -> Rpc<pb::HarnessRegistration> {
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::RETIRE_HARNESS);
-        crate::service::traced("RetireHarness", &metadata, async {
+        unary(method::RETIRE_HARNESS, request, |call, req| async move {
             self.authorize(&call, Action::RegistryRetire).await?;
             self.retire(req).await
         })
@@ -602,7 +592,7 @@ mod tests {
             "not json",
         ] {
             assert!(
-                matches!(spec_from_json(bad), Err(ServerError::InvalidArgument(_))),
+                matches!(spec_from_json(bad), Err(ServerError::InvalidSpec { .. })),
                 "{bad}"
             );
         }

@@ -1,45 +1,47 @@
 //! The `Sessions` service (wire.md §4, semantics §2–§5, extensions §3): each RPC validates its
-//! request, takes the per-session guard where it has effects, and drives the journal and the
-//! controller. Errors leave through the table in [`crate::error`].
+//! request ([`crate::requests`]), authorizes it, and drives the placer and the journal. Errors
+//! leave through the table in [`crate::error`]; the per-RPC boilerplate is [`crate::rpc`].
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentsessions_api::{Action, ApprovalDecision, CallerIdentity, Delta, Message, Session};
+use agentsessions_api::{Action, CallerIdentity, Session};
 use agentsessions_controller::approval::ApprovalScan;
-use agentsessions_controller::{ExecRequest, Observer};
-use agentsessions_harnesswire::request_id;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
-    HarnessState, Journal, JournalError, ListQuery, LogRecord, SessionInfo, SessionRow,
+    HarnessState, Journal, JournalError, ListQuery, SessionInfo, SessionRow,
 };
 use agentsessions_placement::{ExecCall, ForkCall, Placer, ResumeCall, Source};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
-use agentsessions_wire::pb::sessions_server::Sessions;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
-use tonic::{Request, Response, Status};
-use tracing::Instrument;
+use agentsessions_wire::pb::sessions_server::{Sessions, SessionsServer};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Request;
 
-use crate::authz::{Call, Gate, method};
+use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
 use crate::render::{Tail, record_to_pb, render, render_with, tail};
+use crate::requests::{ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid};
+use crate::rpc::{Incoming, Rpc, finished, unary};
+use crate::streams::{ExecFeed, ExecStream, ReplayStream, replay, replay_channel};
 
-/// Most children one Fork may create (semantics §4.4).
-pub const MAX_FORK_COUNT: i32 = 128;
-/// Records per journal read when streaming a Replay.
-const REPLAY_PAGE: i64 = 1_000;
+/// Largest request or response message the service accepts or sends (an Exec frame carries a
+/// whole record, a Start the whole history).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The state every RPC shares.
 pub(crate) struct Inner {
     pub(crate) journal: Arc<dyn Journal>,
     pub(crate) placer: Placer,
     pub(crate) project: String,
-    pub(crate) gate: Gate,
+    pub(crate) authz: CallAuthorizer,
     /// TLS for links to harnesses registered at run time (see `ServerBuilder::harness_link_tls`).
     pub(crate) link_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Every task an RPC leaves running (turns, streams, reclaims); [`SessionsService::shutdown`]
+    /// waits for them.
+    pub(crate) tasks: TaskTracker,
+    /// Fired at shutdown: streams stop waiting for their clients.
+    pub(crate) stop: CancellationToken,
 }
 
 /// The `Sessions` gRPC service. Build it with [`crate::ServerBuilder`].
@@ -57,93 +59,55 @@ impl std::fmt::Debug for SessionsService {
     }
 }
 
-type Rpc<T> = std::result::Result<Response<T>, Status>;
-type UpdateSender = mpsc::UnboundedSender<std::result::Result<pb::ExecUpdate, Status>>;
-
-/// Runs one RPC inside a span carrying its request id, logs its outcome (never payloads), and
-/// returns the id to the caller in the response metadata.
-pub(crate) async fn traced<T, F>(
-    method: &'static str,
-    metadata: &tonic::metadata::MetadataMap,
-    body: F,
-) -> Rpc<T>
-where
-    F: Future<Output = Result<T>>,
-{
-    let id = request_id::incoming(metadata);
-    let span = tracing::info_span!("rpc", component = "grpc", operation = method, request_id = %id);
-    let started = std::time::Instant::now();
-    let result = request_id::with_request_id(id.clone(), body)
-        .instrument(span.clone())
-        .await;
-    let _entered = span.enter();
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    match result {
-        Ok(value) => {
-            tracing::info!(outcome = "success", duration_ms, "finished");
-            let mut response = Response::new(value);
-            request_id::attach(response.metadata_mut(), &id);
-            Ok(response)
-        }
-        Err(err) => {
-            tracing::info!(outcome = "error", error_kind = err.kind(), code = ?err.code(), duration_ms, "finished");
-            let mut status = err.status();
-            request_id::attach(status.metadata_mut(), &id);
-            Err(status)
-        }
-    }
-}
-
-fn required<'a>(value: &'a str, what: &str) -> Result<&'a str> {
-    if value.is_empty() {
-        return Err(ServerError::InvalidArgument(format!("{what} is required")));
-    }
-    Ok(value)
-}
-
-fn deadline_of(deadline_unix: i64) -> Option<SystemTime> {
-    u64::try_from(deadline_unix)
-        .ok()
-        .filter(|&s| s > 0)
-        .map(|s| UNIX_EPOCH + Duration::from_secs(s))
-}
-
-fn send(tx: &UpdateSender, update: Update) {
-    // A client that went away does not stop the turn (semantics §2.2 step 6).
-    let _ignored = tx.send(Ok(pb::ExecUpdate {
-        update: Some(update),
-    }));
-}
-
-/// Forwards committed records and deltas of a running turn to its Exec stream, in order.
-struct StreamObserver {
-    tx: UpdateSender,
-}
-
-impl Observer for StreamObserver {
-    fn record(&self, record: &LogRecord) {
-        send(&self.tx, Update::Record(record_to_pb(record)));
+impl SessionsService {
+    /// The tonic service, with message limits of [`MAX_MESSAGE_BYTES`].
+    pub fn into_server(self) -> SessionsServer<Self> {
+        SessionsServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    fn delta(&self, delta: &Delta) {
-        send(
-            &self.tx,
-            Update::Delta(pb::Delta {
-                execution_id: delta.execution_id.clone(),
-                part_index: delta.part_index,
-                chunk: delta.chunk.clone(),
-                done: delta.done,
-            }),
-        );
+    /// One reclaimer pass over up to `limit` deleted sessions (extensions §3): stops their
+    /// compute, which frees the snapshots the runtime kept, and marks them reclaimed. Hosts run
+    /// it periodically; a session that cannot be reclaimed yet stays queued.
+    ///
+    /// # Errors
+    /// Reading the queue failed.
+    pub async fn reclaim_pending(
+        &self,
+        limit: usize,
+    ) -> Result<agentsessions_placement::ReclaimReport> {
+        Ok(self.inner.placer.reclaim_pending(limit).await?)
+    }
+
+    /// Names of the served harnesses and the default one.
+    pub fn harness_names(&self) -> (Vec<String>, String) {
+        let registry = self.inner.placer.registry();
+        (registry.names(), registry.default_name())
+    }
+
+    /// Stops the work RPCs left running (STYLE rule 8): streams stop waiting for their
+    /// clients, running turns finish at a journal-consistent point, and this returns when every
+    /// task has ended. The `serve_*` functions call it once their listener is drained; a host
+    /// that mounts [`SessionsService::into_server`] on its own router calls it itself.
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+
+    /// The stop signal alone, for a listener's shutdown future to fire before it drains.
+    pub(crate) fn stop_token(&self) -> CancellationToken {
+        self.inner.stop.clone()
     }
 }
 
 impl Inner {
     async fn info(&self, uid: &str) -> Result<SessionInfo> {
         match self.journal.session_info(uid).await {
-            Err(JournalError::SessionNotFound(_)) => {
-                Err(ServerError::SessionNotFound(uid.to_owned()))
-            }
+            Err(JournalError::SessionNotFound(_)) => Err(ServerError::SessionNotFound {
+                uid: uid.to_owned(),
+            }),
             other => Ok(other?),
         }
     }
@@ -159,10 +123,12 @@ impl Inner {
                 Ok(info)
             }
             Err(JournalError::SessionNotFound(_)) => {
-                self.gate
+                self.authz
                     .session(call, actions, uid, &CallerIdentity::default())
                     .await?;
-                Err(ServerError::SessionNotFound(uid.to_owned()))
+                Err(ServerError::SessionNotFound {
+                    uid: uid.to_owned(),
+                })
             }
             Err(e) => Err(e.into()),
         }
@@ -175,7 +141,7 @@ impl Inner {
         actions: &[Action],
         info: &SessionInfo,
     ) -> Result<()> {
-        self.gate
+        self.authz
             .session(call, actions, &info.row.uid, &info.row.owner)
             .await
     }
@@ -183,17 +149,17 @@ impl Inner {
     /// The owner filter a listing by `call` runs with: none when the policy allows listing every
     /// owner's sessions (or no policy is set), else the caller's own (extensions §2).
     async fn list_filter(&self, call: &Call) -> Result<Option<CallerIdentity>> {
-        if !self.gate.enforcing() {
+        if !self.authz.enforcing() {
             return Ok(None);
         }
         if self
-            .gate
+            .authz
             .allows_global(call, Action::List, CallerIdentity::default())
             .await?
         {
             return Ok(None);
         }
-        self.gate
+        self.authz
             .global(call, Action::List, call.caller.clone())
             .await?;
         Ok(Some(call.caller.clone()))
@@ -205,7 +171,9 @@ impl Inner {
         let uid = info.row.uid.as_str();
         let tail = tail(self.journal.as_ref(), uid, info.last_seq).await?;
         if tail.deleted || info.deletion.is_deleted() {
-            return Err(ServerError::DeletionPending(uid.to_owned()));
+            return Err(ServerError::DeletionPending {
+                uid: uid.to_owned(),
+            });
         }
         Ok(tail)
     }
@@ -227,7 +195,7 @@ impl Inner {
             && let Some(row) = self.journal.get_harness(&route.name).await?
             && row.state == HarnessState::Retired
         {
-            return Err(ServerError::HarnessRetired(route.name));
+            return Err(ServerError::HarnessRetired { name: route.name });
         }
         let project = if session.project.is_empty() {
             self.project.clone()
@@ -252,130 +220,169 @@ impl Inner {
         Ok(uid)
     }
 
-    async fn exec(&self, call: &Call, req: pb::ExecRequest, tx: UpdateSender) -> Result<()> {
-        let inputs = req
-            .inputs
-            .into_iter()
-            .map(Message::try_from)
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| ServerError::InvalidArgument(format!("inputs: {e}")))?;
-        let info = if req.session.is_empty() {
+    async fn create_session(
+        &self,
+        call: &Call,
+        req: pb::CreateSessionRequest,
+    ) -> Result<pb::Session> {
+        self.authz
+            .global(call, Action::Create, CallerIdentity::default())
+            .await?;
+        let NewSession(session) = NewSession::try_from(req)?;
+        let owner = self.authz.owner_for(call);
+        let uid = self.create(new_session_uid(), session, owner).await?;
+        self.rendered(&uid).await
+    }
+
+    async fn list(
+        &self,
+        call: &Call,
+        req: pb::ListSessionsRequest,
+    ) -> Result<pb::ListSessionsResponse> {
+        let owner = self.list_filter(call).await?;
+        let project = if req.project.is_empty() {
+            self.project.clone()
+        } else {
+            req.project
+        };
+        let page = self
+            .journal
+            .list_sessions(ListQuery {
+                project,
+                page_size: i64::from(req.page_size),
+                page_token: req.page_token,
+                owner,
+            })
+            .await?;
+        let mut sessions = Vec::with_capacity(page.sessions.len());
+        for info in page.sessions {
+            sessions.push(self.rendered_info(info).await?);
+        }
+        Ok(pb::ListSessionsResponse {
+            sessions,
+            next_page_token: page.next_page_token,
+        })
+    }
+
+    /// One Exec (semantics §2.2), streaming through `feed`.
+    async fn exec(&self, call: &Call, req: pb::ExecRequest, feed: &ExecFeed) -> Result<()> {
+        let order = ExecOrder::try_from(req)?;
+        let info = if order.session.is_empty() {
             // Auto-creation needs create, and exec on the session the caller would then own.
-            self.gate
+            self.authz
                 .global(call, Action::Create, CallerIdentity::default())
                 .await?;
             let uid = new_session_uid();
-            let owner = self.gate.owner_for(call);
-            self.gate
+            let owner = self.authz.owner_for(call);
+            self.authz
                 .session(call, &[Action::Exec], &uid, &owner)
                 .await?;
             let session = Session {
-                harness: req.harness.clone(),
+                harness: order.harness.clone(),
                 ..Session::default()
             };
             let uid = self.create(uid, session, owner).await?;
             self.info(&uid).await?
         } else {
-            self.authorized(call, &[Action::Exec], &req.session).await?
+            self.authorized(call, &[Action::Exec], &order.session)
+                .await?
         };
         let uid = info.row.uid.clone();
         let tail = self.live_tail(&info).await?;
         // The session frame goes first, before anything can refuse the turn, so even a failed
         // turn tells the client which session it was on (semantics §2.2 step 5).
-        send(
-            &tx,
-            Update::Session(render_with(info.clone(), &tail, self.placer.is_busy(&uid))),
-        );
+        let first = render_with(info.clone(), &tail, self.placer.is_busy(&uid));
+        feed.send(Update::Session(first)).await;
         // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
-        let recovery = inputs.is_empty() && {
+        let recovery = order.turn.inputs.is_empty() && {
             let records = self.journal.read(&uid, 1, info.last_seq).await?;
             ApprovalScan::scan(&records, 0)
                 .ok()
                 .and_then(|scan| scan.selected().map(|gate| !gate.completed))
                 .unwrap_or(false)
         };
-        let observer: Arc<dyn Observer> = Arc::new(StreamObserver { tx: tx.clone() });
-        let deadline = deadline_of(req.deadline_unix);
-        let outcome = if recovery {
-            self.placer
-                .resume(ResumeCall {
-                    session: uid.clone(),
-                    deadline,
-                    expected_last_seq: req.expected_last_seq,
-                    observer: Some(observer),
-                })
-                .await
-                .map(|_| ())
-        } else {
-            self.placer
-                .exec(ExecCall {
-                    session: uid.clone(),
-                    harness: req.harness,
-                    request: ExecRequest {
-                        inputs,
-                        expected_last_seq: req.expected_last_seq,
-                        config: req.config,
-                        resume_from_seq: req.resume_from_seq,
-                        deadline,
-                    },
-                    observer: Some(observer),
-                })
-                .await
-                .map(|_| ())
+        let observer = Some(feed.observer());
+        let turn = async {
+            if recovery {
+                self.placer
+                    .resume(ResumeCall {
+                        session: uid.clone(),
+                        deadline: order.turn.deadline,
+                        expected_last_seq: order.turn.expected_last_seq,
+                        observer,
+                    })
+                    .await
+                    .map(|_| ())
+            } else {
+                self.placer
+                    .exec(ExecCall {
+                        session: uid.clone(),
+                        harness: order.harness,
+                        request: order.turn,
+                        observer,
+                    })
+                    .await
+                    .map(|_| ())
+            }
         };
+        let outcome = feed.follow(self.journal.as_ref(), &uid, turn).await;
         match outcome {
             Ok(()) if !recovery => Ok(()),
-            Ok(()) => {
-                send(&tx, Update::Session(self.rendered(&uid).await?));
+            Err(err) if !err.is_park() => Err(err.into()),
+            // Recovery, or a park: the final frame is the session as it now stands (§2.2 step 10).
+            Ok(()) | Err(_) => {
+                feed.send(Update::Session(self.rendered(&uid).await?)).await;
                 Ok(())
             }
-            Err(err) if err.is_park() => {
-                send(&tx, Update::Session(self.rendered(&uid).await?));
-                Ok(())
-            }
-            Err(err) => Err(err.into()),
         }
     }
 
-    async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
-        let parent = required(&req.session, "session")?;
-        if req.identity.is_some() {
-            return Err(ServerError::InvalidArgument(
-                "identity must be unset: fork children carry no per-child principal".into(),
-            ));
-        }
-        let count = match req.count {
-            c if c <= 0 => 1,
-            c if c > MAX_FORK_COUNT => {
-                return Err(ServerError::InvalidArgument(format!(
-                    "count {c} is out of range: a fork creates 1 to {MAX_FORK_COUNT} children"
-                )));
+    /// Opens a Replay: authorizes it and fixes its range; the records follow in a task.
+    async fn replay(&self, call: &Call, req: pb::ReplayRequest) -> Result<ReplayStream> {
+        // An unknown uid streams nothing (semantics §3.1); under a policy it is checked like
+        // any session, with no owner, and streams nothing if that is allowed.
+        if self.authz.enforcing() {
+            match self.authorized(call, &[Action::Read], &req.session).await {
+                Ok(_) | Err(ServerError::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
             }
-            c => c,
-        };
-        let count = usize::try_from(count).unwrap_or(1);
-        if !req.child_names.is_empty() && req.child_names.len() != count {
-            return Err(ServerError::InvalidArgument(format!(
-                "child_names has {} entries; give none or exactly count ({count})",
-                req.child_names.len()
-            )));
         }
-        // Malformed requests are refused above, whoever sends them: that discloses nothing.
+        let from = req.from_seq.max(1);
+        let to = if req.to_seq <= 0 {
+            self.journal.head(&req.session).await?
+        } else {
+            req.to_seq
+        };
+        let (tx, stream) = replay_channel();
+        self.tasks.spawn(replay(
+            Arc::clone(&self.journal),
+            req.session,
+            (from, to),
+            tx,
+            self.stop.clone(),
+        ));
+        Ok(stream)
+    }
+
+    async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
+        // Malformed requests are refused before anything is read, whoever sends them.
+        let order = ForkOrder::try_from(req)?;
+        let parent = order.parent.as_str();
         let info = self.authorized(call, &[Action::Fork], parent).await?;
         // A fork that checkpoints the parent's memory suspends it too (extensions §2). A parent
         // pending deletion is refused by the placer.
-        if self.gate.enforcing() && self.placer.fork_is_stateful(parent).await? {
+        if self.authz.enforcing() && self.placer.fork_is_stateful(parent).await? {
             self.also_authorized(call, &[Action::Suspend], &info)
                 .await?;
         }
         let outcome = self
             .placer
             .fork(ForkCall {
-                parent: parent.to_owned(),
-                at_seq: req.at_seq,
-                count,
-                child_names: req.child_names,
-                labels: req.labels.into_iter().collect(),
+                parent: order.parent.clone(),
+                at_seq: order.at_seq,
+                count: order.count,
+                child_names: order.child_names,
+                labels: order.labels,
             })
             .await?;
         let mut children = Vec::with_capacity(outcome.children.len());
@@ -386,126 +393,86 @@ impl Inner {
     }
 
     async fn approve(&self, call: &Call, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
-        let uid = required(&req.session, "session")?;
-        required(&req.execution_id, "execution_id")?;
-        required(&req.tool_call_id, "tool_call_id")?;
-        if req.request_seq <= 0 {
-            return Err(ServerError::InvalidArgument(
-                "request_seq must be the seq of the APPROVAL_REQUEST (> 0)".into(),
-            ));
-        }
-        let Some(approved) = req.approved else {
-            return Err(ServerError::InvalidArgument(
-                "approved must be set: true to approve, false to deny".into(),
-            ));
-        };
-        self.authorized(call, &[Action::Approve, Action::Read], uid)
+        let ApproveOrder { session, decision } = ApproveOrder::try_from(req)?;
+        self.authorized(call, &[Action::Approve, Action::Read], &session)
             .await?;
         // A session pending deletion is refused by the placer.
-        let decision = ApprovalDecision {
-            execution_id: req.execution_id,
-            tool_call_id: req.tool_call_id,
-            request_seq: req.request_seq,
-            approved,
-            reason: req.reason,
-            identity: req.identity.map(Into::into).unwrap_or_default(),
-        };
-        let record = self.placer.approve(uid, &decision).await?;
+        let record = self.placer.approve(&session, &decision).await?;
         Ok(pb::ApproveResponse {
-            session: Some(self.rendered(uid).await?),
+            session: Some(self.rendered(&session).await?),
             decision: Some(record_to_pb(&record)),
         })
     }
 
-    async fn suspend(&self, call: &Call, uid: &str) -> Result<pb::Session> {
-        required(uid, "session")?;
-        self.authorized(call, &[Action::Suspend], uid).await?;
+    async fn suspend(&self, call: &Call, SessionUid(uid): SessionUid) -> Result<pb::Session> {
+        self.authorized(call, &[Action::Suspend], &uid).await?;
         // A session pending deletion is refused by the placer.
-        self.placer.suspend(uid).await?;
-        self.rendered(uid).await
+        self.placer.suspend(&uid).await?;
+        self.rendered(&uid).await
     }
 
-    async fn resume(&self, call: &Call, uid: &str) -> Result<pb::Session> {
-        required(uid, "session")?;
-        let info = self.authorized(call, &[Action::Resume], uid).await?;
+    async fn resume(&self, call: &Call, SessionUid(uid): SessionUid) -> Result<pb::Session> {
+        let info = self.authorized(call, &[Action::Resume], &uid).await?;
         // A resume that runs a decided approval's turn on is an exec too (extensions §2). A
         // session pending deletion is refused by the placer.
-        if self.gate.enforcing() && self.placer.resume_drives_effects(uid).await? {
+        if self.authz.enforcing() && self.placer.resume_drives_effects(&uid).await? {
             self.also_authorized(call, &[Action::Exec], &info).await?;
         }
         match self
             .placer
             .resume(ResumeCall {
-                session: uid.to_owned(),
+                session: uid.clone(),
                 ..ResumeCall::default()
             })
             .await
         {
             // Waiting for a decision: the paused session is the answer (§4.3 step 3).
             Err(e) if !e.is_park() => return Err(e.into()),
-            _ => {}
+            Ok(_) | Err(_) => {}
         }
-        self.rendered(uid).await
+        self.rendered(&uid).await
     }
 
-    async fn cancel(&self, call: &Call, req: pb::CancelRequest) -> Result<pb::Session> {
-        let uid = required(&req.session, "session")?;
-        self.authorized(call, &[Action::Cancel], uid).await?;
-        self.placer
-            .cancel(uid, &req.execution_id, &req.reason)
+    async fn cancel(&self, call: &Call, order: CancelOrder) -> Result<pb::Session> {
+        self.authorized(call, &[Action::Cancel], &order.session)
             .await?;
-        self.rendered(uid).await
+        self.placer
+            .cancel(&order.session, &order.execution_id, &order.reason)
+            .await?;
+        self.rendered(&order.session).await
     }
 
-    async fn delete(&self, call: &Call, uid: &str) -> Result<pb::Session> {
-        required(uid, "uid")?;
-        self.authorized(call, &[Action::Delete], uid).await?;
-        if self.placer.delete(uid).await? {
+    async fn delete(&self, call: &Call, SessionUid(uid): SessionUid) -> Result<pb::Session> {
+        self.authorized(call, &[Action::Delete], &uid).await?;
+        if self.placer.delete(&uid).await? {
             // Release its compute now rather than at the next reclaimer pass; a failure leaves
             // it queued for that pass.
             let placer = self.placer.clone();
-            let session = uid.to_owned();
-            tokio::spawn(async move {
+            let session = uid.clone();
+            self.tasks.spawn(async move {
                 if let Err(err) = placer.reclaim(&session).await {
                     tracing::info!(session_uid = %session, error = %err, "reclaim deferred to the next pass");
                 }
             });
         }
-        self.rendered(uid).await
+        self.rendered(&uid).await
     }
 }
 
 #[tonic::async_trait]
 impl Sessions for SessionsService {
     async fn create_session(&self, request: Request<pb::CreateSessionRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::CREATE);
-        traced("CreateSession", &metadata, async move {
-            inner
-                .gate
-                .global(&call, Action::Create, CallerIdentity::default())
-                .await?;
-            let session = match req.session {
-                Some(wire) => Session::try_from(wire)
-                    .map_err(|e| ServerError::InvalidArgument(format!("session: {e}")))?,
-                None => Session::default(),
-            };
-            let owner = inner.gate.owner_for(&call);
-            let uid = inner.create(new_session_uid(), session, owner).await?;
-            inner.rendered(&uid).await
+        unary(method::CREATE, request, |call, req| async move {
+            self.inner.create_session(&call, req).await
         })
         .await
     }
 
     async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::GET);
-        traced("GetSession", &metadata, async move {
-            let uid = required(&req.uid, "uid")?;
-            let info = inner.authorized(&call, &[Action::Read], uid).await?;
-            inner.rendered_info(info).await
+        unary(method::GET, request, |call, req| async move {
+            let SessionUid(uid) = SessionUid::try_from(req)?;
+            let info = self.inner.authorized(&call, &[Action::Read], &uid).await?;
+            self.inner.rendered_info(info).await
         })
         .await
     }
@@ -514,176 +481,79 @@ impl Sessions for SessionsService {
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Rpc<pb::ListSessionsResponse> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::LIST);
-        traced("ListSessions", &metadata, async move {
-            let owner = inner.list_filter(&call).await?;
-            let project = if req.project.is_empty() {
-                inner.project.clone()
-            } else {
-                req.project
-            };
-            let page = inner
-                .journal
-                .list_sessions(ListQuery {
-                    project,
-                    page_size: i64::from(req.page_size),
-                    page_token: req.page_token,
-                    owner,
-                })
-                .await?;
-            let mut sessions = Vec::with_capacity(page.sessions.len());
-            for info in page.sessions {
-                let running = inner.placer.is_busy(&info.row.uid);
-                sessions.push(render(inner.journal.as_ref(), info, running).await?);
-            }
-            Ok(pb::ListSessionsResponse {
-                sessions,
-                next_page_token: page.next_page_token,
-            })
+        unary(method::LIST, request, |call, req| async move {
+            self.inner.list(&call, req).await
         })
         .await
     }
 
     async fn delete_session(&self, request: Request<pb::DeleteSessionRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::DELETE);
-        traced("DeleteSession", &metadata, async move {
-            inner.delete(&call, &req.uid).await
+        unary(method::DELETE, request, |call, req| async move {
+            self.inner.delete(&call, SessionUid::try_from(req)?).await
         })
         .await
     }
 
-    type ExecStream = UnboundedReceiverStream<std::result::Result<pb::ExecUpdate, Status>>;
+    type ExecStream = ExecStream;
 
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Rpc<Self::ExecStream> {
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::EXEC);
-        let id = request_id::incoming(&metadata);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (incoming, req) = Incoming::open(method::EXEC, request);
+        let (feed, stream) = ExecFeed::channel(self.inner.stop.clone());
         let inner = Arc::clone(&self.inner);
-        let span =
-            tracing::info_span!("rpc", component = "grpc", operation = "Exec", request_id = %id);
+        let call = incoming.call.clone();
         // The turn runs in its own task: a client that disconnects does not abort it.
-        tokio::spawn(
-            request_id::with_request_id(id.clone(), async move {
-                let started = std::time::Instant::now();
-                let result = inner.exec(&call, req, tx.clone()).await;
-                let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                match result {
-                    Ok(()) => tracing::info!(outcome = "success", duration_ms, "finished"),
-                    Err(err) => {
-                        tracing::info!(outcome = "error", error_kind = err.kind(), code = ?err.code(), duration_ms, "finished");
-                        let _ignored = tx.send(Err(err.status()));
-                    }
-                }
-            })
-            .instrument(span),
-        );
-        let mut response = Response::new(UnboundedReceiverStream::new(rx));
-        request_id::attach(response.metadata_mut(), &id);
-        Ok(response)
+        self.inner.tasks.spawn(incoming.run(async move {
+            let started = std::time::Instant::now();
+            let result = inner.exec(&call, req, &feed).await;
+            if let Err(err) = &result {
+                feed.fail(err).await;
+            }
+            let _logged = finished(started, result);
+        }));
+        Ok(incoming.respond(stream))
     }
 
-    type ReplayStream = UnboundedReceiverStream<std::result::Result<pb::LogRecord, Status>>;
+    type ReplayStream = ReplayStream;
 
     async fn replay(&self, request: Request<pb::ReplayRequest>) -> Rpc<Self::ReplayStream> {
-        let inner = Arc::clone(&self.inner);
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::REPLAY);
-        traced("Replay", &metadata, async move {
-            // An unknown uid streams nothing (semantics §3.1); under a policy it is checked like
-            // any session, with no owner, and streams nothing if that is allowed.
-            if inner.gate.enforcing() {
-                match inner.authorized(&call, &[Action::Read], &req.session).await {
-                    Ok(_) | Err(ServerError::SessionNotFound(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            let (tx, rx) = mpsc::unbounded_channel();
-            let from = req.from_seq.max(1);
-            let to = if req.to_seq <= 0 {
-                inner.journal.head(&req.session).await?
-            } else {
-                req.to_seq
-            };
-            tokio::spawn(async move {
-                let mut next = from;
-                while next <= to {
-                    let last = (next + REPLAY_PAGE - 1).min(to);
-                    match inner.journal.read(&req.session, next, last).await {
-                        Ok(records) if records.is_empty() => break,
-                        Ok(records) => {
-                            for record in &records {
-                                if tx.send(Ok(record_to_pb(record))).is_err() {
-                                    return;
-                                }
-                            }
-                            next = last + 1;
-                        }
-                        Err(e) => {
-                            let _ignored = tx.send(Err(ServerError::from(e).status()));
-                            return;
-                        }
-                    }
-                }
-            });
-            Ok(UnboundedReceiverStream::new(rx))
+        unary(method::REPLAY, request, |call, req| async move {
+            self.inner.replay(&call, req).await
         })
         .await
     }
 
     async fn approve(&self, request: Request<pb::ApproveRequest>) -> Rpc<pb::ApproveResponse> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::APPROVE);
-        traced("Approve", &metadata, async move {
-            inner.approve(&call, req).await
+        unary(method::APPROVE, request, |call, req| async move {
+            self.inner.approve(&call, req).await
         })
         .await
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::CANCEL);
-        traced("Cancel", &metadata, async move {
-            inner.cancel(&call, req).await
+        unary(method::CANCEL, request, |call, req| async move {
+            self.inner.cancel(&call, CancelOrder::try_from(req)?).await
         })
         .await
     }
 
     async fn suspend(&self, request: Request<pb::SuspendRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::SUSPEND);
-        traced("Suspend", &metadata, async move {
-            inner.suspend(&call, &req.session).await
+        unary(method::SUSPEND, request, |call, req| async move {
+            self.inner.suspend(&call, SessionUid::try_from(req)?).await
         })
         .await
     }
 
     async fn resume(&self, request: Request<pb::ResumeRequest>) -> Rpc<pb::Session> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::RESUME);
-        traced("Resume", &metadata, async move {
-            inner.resume(&call, &req.session).await
+        unary(method::RESUME, request, |call, req| async move {
+            self.inner.resume(&call, SessionUid::try_from(req)?).await
         })
         .await
     }
 
     async fn fork(&self, request: Request<pb::ForkRequest>) -> Rpc<pb::ForkResponse> {
-        let inner = &self.inner;
-        let (metadata, extensions, req) = request.into_parts();
-        let call = Call::of(&extensions, method::FORK);
-        traced(
-            "Fork",
-            &metadata,
-            async move { inner.fork(&call, req).await },
-        )
+        unary(method::FORK, request, |call, req| async move {
+            self.inner.fork(&call, req).await
+        })
         .await
     }
 }

@@ -1,0 +1,185 @@
+//! [`ServerBuilder`]: assembles a [`SessionsService`] from a journal, a model provider and the
+//! harness routes it serves.
+
+use std::sync::Arc;
+
+use agentsessions_api::{
+    Authorizer, Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities,
+};
+use agentsessions_controller::ToolExecutor;
+use agentsessions_journal::Journal;
+use agentsessions_journal::journal::DEFAULT_PROJECT;
+use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::authz::CallAuthorizer;
+use crate::error::{Result, ServerError};
+use crate::service::{Inner, SessionsService};
+
+/// Assembles a [`SessionsService`].
+pub struct ServerBuilder {
+    journal: Arc<dyn Journal>,
+    model: Arc<dyn ModelProvider>,
+    harnesses: Registry,
+    routes: Vec<(String, Backend)>,
+    default_harness: Option<String>,
+    project: String,
+    tools: Option<Arc<dyn ToolExecutor>>,
+    stream_deltas: bool,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    link_tls: Option<tonic::transport::ClientTlsConfig>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field(
+                "routes",
+                &self.routes.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerBuilder {
+    /// A service over `journal` whose harnesses call models through `model`.
+    pub fn new(journal: Arc<dyn Journal>, model: Arc<dyn ModelProvider>) -> Self {
+        Self {
+            journal,
+            model,
+            harnesses: Registry::default(),
+            routes: Vec::new(),
+            default_harness: None,
+            project: DEFAULT_PROJECT.to_owned(),
+            tools: None,
+            stream_deltas: true,
+            authorizer: None,
+            link_tls: None,
+        }
+    }
+
+    /// Serves `harness` under `name`, on compute with `capabilities` (an in-process harness
+    /// has no memory snapshots: `RuntimeCapabilities::default()`). The first harness added is
+    /// the default unless [`ServerBuilder::default_harness`] says otherwise.
+    #[must_use]
+    pub fn harness(
+        self,
+        name: impl Into<String>,
+        harness: Arc<dyn Harness>,
+        capabilities: RuntimeCapabilities,
+    ) -> Self {
+        self.route(name, Backend::attached(harness, capabilities))
+    }
+
+    /// Serves the harness `runtime` places and `dialer` reaches under `name`; the admission gate
+    /// checks the descriptor from `source` before any compute is created, then again on the
+    /// dialed harness.
+    #[must_use]
+    pub fn runtime_harness(
+        self,
+        name: impl Into<String>,
+        runtime: Arc<dyn Runtime>,
+        dialer: Arc<dyn HarnessDialer>,
+        source: DescriptorSource,
+    ) -> Self {
+        self.route(name, Backend::new(runtime, dialer, source))
+    }
+
+    /// Serves `backend` under `name` (static route). The first route added is the default.
+    #[must_use]
+    pub fn route(mut self, name: impl Into<String>, backend: Backend) -> Self {
+        self.routes.push((name.into(), backend));
+        self
+    }
+
+    /// The harness used when a session names none.
+    #[must_use]
+    pub fn default_harness(mut self, name: impl Into<String>) -> Self {
+        self.default_harness = Some(name.into());
+        self
+    }
+
+    /// The project used when a request names none (default `default`).
+    #[must_use]
+    pub fn project(mut self, project: impl Into<String>) -> Self {
+        self.project = project.into();
+        self
+    }
+
+    /// The executor for CONTROLLER_MEDIATED and approved tool calls (none by default, as the
+    /// stock daemon).
+    #[must_use]
+    pub fn tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Whether model deltas are streamed on Exec (default true). Deltas are transport only:
+    /// the journal is the same either way.
+    #[must_use]
+    pub fn stream_deltas(mut self, stream: bool) -> Self {
+        self.stream_deltas = stream;
+        self
+    }
+
+    /// Enforces `authorizer` on every Sessions and HarnessRegistry RPC (extensions §2), and
+    /// creates sessions owned by their verified caller. Without one, every call is allowed and
+    /// sessions have no owner (the published server). Serve it behind an authenticator that
+    /// yields caller identities ([`crate::ServeOptions::authenticator`]): an anonymous caller is refused
+    /// by every built-in policy.
+    #[must_use]
+    pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Dials harnesses registered at run time (HarnessRegistry) over TLS with `tls`, as the
+    /// daemon's `[harness_tls]` does for its static `--harness` entries.
+    #[must_use]
+    pub fn harness_link_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+        self.link_tls = Some(tls);
+        self
+    }
+
+    /// The service.
+    ///
+    /// # Errors
+    /// [`ServerError::NoHarnesses`] when no harness was added, [`ServerError::StaticRoute`] for
+    /// an empty or repeated name; `Placement(UnknownHarness)` for a default that is not served.
+    pub fn build(self) -> Result<SessionsService> {
+        if self.routes.is_empty() {
+            return Err(ServerError::NoHarnesses);
+        }
+        for (name, backend) in self.routes {
+            self.harnesses
+                .add_static(name, backend)
+                .map_err(|source| ServerError::StaticRoute { source })?;
+        }
+        if let Some(name) = &self.default_harness {
+            self.harnesses.set_default(name)?;
+        }
+        let mut placer = Placer::new(Arc::clone(&self.journal), self.model, self.harnesses)
+            .with_stream_deltas(self.stream_deltas);
+        if let Some(tools) = self.tools {
+            placer = placer.with_tools(tools);
+        }
+        let project = if self.project.is_empty() {
+            DEFAULT_PROJECT.to_owned()
+        } else {
+            self.project
+        };
+        Ok(SessionsService {
+            inner: Arc::new(Inner {
+                placer,
+                journal: self.journal,
+                project,
+                authz: CallAuthorizer::new(self.authorizer),
+                link_tls: self.link_tls,
+                tasks: TaskTracker::new(),
+                stop: CancellationToken::new(),
+            }),
+        })
+    }
+}
