@@ -3,66 +3,17 @@
 //! extensions §5.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use agentsessions_api::{ApiError, Descriptor, Harness, Incarnation, StatusCode};
+use agentsessions_api::{Descriptor, Harness, Incarnation};
 use agentsessions_journal::LogRecord;
 
 use super::Placer;
 use crate::backend::DescriptorSource;
+use crate::describe::describe_within;
 use crate::error::{PlacementError, Result};
 use crate::history;
 use crate::registry::Route;
-
-/// Bound on a harness's Describe during admission (semantics §2.3 step 4).
-const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn unavailable(err: &ApiError) -> bool {
-    err.leaves().any(|leaf| {
-        matches!(
-            leaf,
-            ApiError::Status {
-                code: StatusCode::Unavailable | StatusCode::DeadlineExceeded,
-                ..
-            }
-        )
-    })
-}
-
-/// Describes `harness` within the admission bound, never past the caller's deadline.
-async fn describe_bounded(
-    name: &str,
-    harness: &dyn Harness,
-    deadline: Option<SystemTime>,
-) -> Result<Descriptor> {
-    let remaining = deadline.map(|d| {
-        d.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO)
-    });
-    let bound = remaining.map_or(DESCRIBE_TIMEOUT, |r| r.min(DESCRIBE_TIMEOUT));
-    let caller_bound = remaining.is_some_and(|r| r <= DESCRIBE_TIMEOUT);
-    match tokio::time::timeout(bound, harness.describe()).await {
-        Ok(Ok(descriptor)) => Ok(descriptor),
-        Ok(Err(source)) if unavailable(&source) => Err(PlacementError::HarnessUnavailable {
-            harness: name.to_owned(),
-            source,
-        }),
-        Ok(Err(source)) => Err(PlacementError::DescribeFailed {
-            harness: name.to_owned(),
-            source,
-        }),
-        Err(_) if caller_bound => Err(PlacementError::AdmissionInterrupted {
-            harness: name.to_owned(),
-        }),
-        Err(_) => Err(PlacementError::HarnessUnavailable {
-            harness: name.to_owned(),
-            source: ApiError::status(
-                StatusCode::DeadlineExceeded,
-                "the harness did not describe itself within 10s",
-            ),
-        }),
-    }
-}
 
 impl Placer {
     /// The admission gate of semantics §4.1 on one descriptor.
@@ -97,9 +48,9 @@ impl Placer {
     ) -> Result<Descriptor> {
         let descriptor = match &route.backend.source {
             DescriptorSource::Declared(d) => d.clone(),
-            DescriptorSource::Probe(h) => {
-                describe_bounded(&route.name, h.as_ref(), deadline).await?
-            }
+            DescriptorSource::Probe(h) => describe_within(h.as_ref(), deadline)
+                .await
+                .map_err(|failure| failure.into_admission_error(&route.name))?,
         };
         Self::gate(route, &descriptor)?;
         Ok(descriptor)
@@ -122,7 +73,9 @@ impl Placer {
                 address: incarnation.address.clone(),
                 source,
             })?;
-        let descriptor = describe_bounded(&route.name, harness.as_ref(), deadline).await?;
+        let descriptor = describe_within(harness.as_ref(), deadline)
+            .await
+            .map_err(|failure| failure.into_admission_error(&route.name))?;
         Self::gate(route, &descriptor)?;
         Ok(harness)
     }

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use agentsessions_api::{
     EventBody, ForkOpts, IdentityRef, Incarnation, LifecycleKind, SnapshotKind, SnapshotRef,
 };
-use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{JournalError, LogRecord, SessionRow};
 
 use super::{Placer, head_of, lifecycle, runtime_err};
@@ -90,7 +89,7 @@ impl Placer {
         let mut provisioned: Vec<Incarnation> = Vec::with_capacity(call.count);
         let mut children = Vec::with_capacity(call.count);
         for _ in 0..call.count {
-            let child = new_session_uid();
+            let child = self.ids.session_uid();
             match self.fork_child(&route, &source, parent, at, &child).await {
                 Ok(incarnation) => {
                     provisioned.push(incarnation);

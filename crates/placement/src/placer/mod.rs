@@ -20,8 +20,11 @@
 //! - [`turns`] — Exec, Resume, Approve, Cancel and the approval park hand-off.
 //! - [`fork`] — Fork, stateless and memory.
 //! - [`teardown`] — Suspend, Delete and the reclaimer.
+//! - [`compute`] — the session's compute state, as the journal recorded it and its runtime
+//!   reports it.
 
 mod admission;
+mod compute;
 mod fork;
 mod teardown;
 mod turns;
@@ -31,7 +34,7 @@ use std::sync::Arc;
 use agentsessions_api::{
     ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelProvider, SnapshotRef,
 };
-use agentsessions_controller::{Cancellations, ToolExecutor};
+use agentsessions_controller::{Cancellations, IdSource, RandomIds, ToolExecutor};
 use agentsessions_journal::{Journal, LogRecord, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
@@ -39,6 +42,7 @@ use crate::guard::SessionGuards;
 use crate::history;
 use crate::registry::{Registry, Route};
 
+pub use compute::SessionCompute;
 pub use fork::{ForkCall, ForkOutcome, MAX_FORK_COUNT};
 pub use teardown::ReclaimReport;
 pub use turns::{ExecCall, ResumeCall};
@@ -53,6 +57,7 @@ pub struct Placer {
     guards: SessionGuards,
     cancellations: Cancellations,
     tools: Option<Arc<dyn ToolExecutor>>,
+    ids: Arc<dyn IdSource>,
     stream_deltas: bool,
 }
 
@@ -104,8 +109,17 @@ impl Placer {
             guards: SessionGuards::default(),
             cancellations: Cancellations::default(),
             tools: None,
+            ids: Arc::new(RandomIds),
             stream_deltas: false,
         }
+    }
+
+    /// Takes execution, model-call and fork-child session ids from `ids` instead of random ones
+    /// (STYLE rule 3: ids are inputs), e.g. for deterministic tests.
+    #[must_use]
+    pub fn with_ids(mut self, ids: Arc<dyn IdSource>) -> Self {
+        self.ids = ids;
+        self
     }
 
     /// Runs controller-mediated and approved tool calls through `tools`.

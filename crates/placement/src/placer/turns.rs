@@ -143,6 +143,7 @@ impl Placer {
             session,
         )
         .with_fence(fence)
+        .with_ids(Arc::clone(&self.ids))
         .with_registry_name(name)
         .with_cancellations(self.cancellations.clone())
         .with_stream_deltas(self.stream_deltas)
@@ -400,7 +401,8 @@ impl Placer {
             Arc::new(NoHarness),
             Arc::clone(&self.model),
             session,
-        );
+        )
+        .with_ids(Arc::clone(&self.ids));
         Ok(controller.approve(decision, Timestamp::now()).await?)
     }
 
