@@ -215,8 +215,7 @@ impl Inner {
     }
 
     async fn rendered_info(&self, info: SessionInfo) -> Result<pb::Session> {
-        let running = self.placer.is_busy(&info.row.uid);
-        render(self.journal.as_ref(), info, running).await
+        render(&self.placer, info).await
     }
 
     /// Creates session `uid` owned by `owner` exactly as CreateSession does (semantics §2.2
@@ -535,8 +534,7 @@ impl Sessions for SessionsService {
                 .await?;
             let mut sessions = Vec::with_capacity(page.sessions.len());
             for info in page.sessions {
-                let running = inner.placer.is_busy(&info.row.uid);
-                sessions.push(render(inner.journal.as_ref(), info, running).await?);
+                sessions.push(render(&inner.placer, info).await?);
             }
             Ok(pb::ListSessionsResponse {
                 sessions,

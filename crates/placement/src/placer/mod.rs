@@ -16,11 +16,12 @@
 //!
 //! This module holds the [`Placer`] itself, its construction and the routing shared by its
 //! calls; each family of calls has its own file:
-//! - [`admission`] — the admission gate, the bounded Describe, the dial and instance checks.
-//! - [`turns`] — Exec, Resume, Approve, Cancel and the approval park hand-off.
-//! - [`fork`] — Fork, stateless and memory.
-//! - [`teardown`] — Suspend, Delete and the reclaimer.
-//! - [`compute`] — the session's compute state, as the journal recorded it and its runtime
+//! - `admission` — the admission gate (through [`crate::describe`]), the dial and instance
+//!   checks.
+//! - `turns` — Exec, Resume, Approve, Cancel and the approval park hand-off.
+//! - `fork` — Fork, stateless and memory.
+//! - `teardown` — Suspend, Delete and the reclaimer.
+//! - `compute` — the session's compute state, as the journal recorded it and its runtime
 //!   reports it.
 
 mod admission;
