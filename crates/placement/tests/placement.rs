@@ -524,5 +524,6 @@ async fn a_fixed_id_source_makes_turn_and_fork_ids_deterministic() {
         let forked = placer.fork(fork("p", 0, 2)).await.unwrap();
         // The probe harness calls no model, so the turn took exactly one id.
         assert_eq!(forked.children, ["child-2", "child-3"]);
+        assert_eq!(placer.new_session_uid(), "child-4");
     }
 }

@@ -147,6 +147,11 @@ impl Placer {
         &self.journal
     }
 
+    /// A fresh session uid from the placer's id source, for a session the host creates.
+    pub fn new_session_uid(&self) -> String {
+        self.ids.session_uid()
+    }
+
     /// Whether an operation holds `session` on this host.
     pub fn is_busy(&self, session: &str) -> bool {
         self.guards.is_busy(session)
