@@ -17,6 +17,8 @@ use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::tasks::FixtureTasks;
+
 /// The session most checks use.
 pub const SESSION: &str = "s";
 
@@ -275,16 +277,19 @@ impl Observer for DeltaCounter {
 }
 
 /// A loopback HTTP endpoint answering every POST with one fixed JSON body, counting requests.
+/// It serves until dropped.
 #[derive(Debug)]
 pub struct CountingEndpoint {
     /// `http://127.0.0.1:<port>`.
     pub base_url: String,
     requests: Arc<AtomicU64>,
     release: tokio::sync::watch::Sender<bool>,
+    /// Held, never read: dropping it stops the accept loop and every connection.
+    _serving: FixtureTasks,
 }
 
 impl CountingEndpoint {
-    /// Serves `body` (an `application/json` 200 answer) until the runtime stops.
+    /// Serves `body` (an `application/json` 200 answer) until dropped.
     ///
     /// # Panics
     /// When no loopback port can be bound.
@@ -320,12 +325,14 @@ impl CountingEndpoint {
         let port = listener.local_addr().expect("bound address").port();
         let requests = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&requests);
-        tokio::spawn(async move {
+        let tasks = FixtureTasks::default();
+        let scope = tasks.scope().clone();
+        tasks.scope().spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let counter = Arc::clone(&counter);
                 let held = Arc::clone(&held);
                 let mut released = released.clone();
-                tokio::spawn(async move {
+                scope.spawn(async move {
                     if let Some(request) = read_request(&mut socket).await {
                         counter.fetch_add(1, Ordering::SeqCst);
                         let streaming = String::from_utf8_lossy(&request)
@@ -357,6 +364,7 @@ impl CountingEndpoint {
             base_url: format!("http://127.0.0.1:{port}"),
             requests,
             release,
+            _serving: tasks,
         }
     }
 

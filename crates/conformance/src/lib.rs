@@ -10,10 +10,12 @@
 //! - [`checks`] — the checks and the [`conformance_suite!`] macro.
 //! - [`fixtures`] — store, truncation, tool harnesses, idempotent executor, counting endpoint.
 //! - [`transport`] — [`Transport`]: [`InProcess`], [`Wire`] and [`WireTls`] (mutual TLS).
+//! - [`tasks`] — [`tasks::FixtureTasks`], the owner of every task a fixture starts.
 #![warn(missing_docs)]
 
 pub mod checks;
 pub mod fixtures;
+pub mod tasks;
 pub mod transport;
 
 pub use transport::{InProcess, MtlsLink, Transport, Wire, WireTls};

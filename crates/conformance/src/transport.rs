@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use agentsessions_api::Harness;
+use agentsessions_api::{Descriptor, EventSink, Harness, Start};
 use agentsessions_harnesswire::{RemoteHarness, serve_tcp_listener};
 use async_trait::async_trait;
 use tokio::net::TcpListener;
+
+use crate::tasks::FixtureTasks;
 
 /// Puts a harness behind a transport. The returned harness is what the host drives; it must
 /// keep every guarantee the in-process harness has.
@@ -36,7 +38,7 @@ impl Transport for InProcess {
 
 /// The harness is served by `harnesswire` on a loopback TCP port and driven over
 /// `Harness.Connect`: every frame crosses a real gRPC stream, as it does for a harness in
-/// another process. The server task lives as long as the test's runtime.
+/// another process. The server serves until the returned handle is dropped.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Wire;
 
@@ -55,12 +57,37 @@ impl Transport for Wire {
             .local_addr()
             .expect("read the bound loopback address")
             .to_string();
-        tokio::spawn(serve_tcp_listener(
-            listener,
-            harness,
-            std::future::pending::<()>(),
-        ));
-        Arc::new(RemoteHarness::connect_lazy(&address).expect("dial the loopback harness server"))
+        let server = FixtureTasks::default();
+        let stopped = server.scope().stopped();
+        server.scope().spawn(async move {
+            // A server that fails shows up as the test's failing calls.
+            let _ignored = serve_tcp_listener(listener, harness, stopped).await;
+        });
+        let remote =
+            RemoteHarness::connect_lazy(&address).expect("dial the loopback harness server");
+        Arc::new(ServedRemote {
+            remote,
+            _server: Arc::new(server),
+        })
+    }
+}
+
+/// The host-side handle of a harness a transport serves, holding the server: dropping the last
+/// handle stops it.
+#[derive(Debug)]
+struct ServedRemote {
+    remote: RemoteHarness,
+    _server: Arc<FixtureTasks>,
+}
+
+#[async_trait]
+impl Harness for ServedRemote {
+    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
+        self.remote.describe().await
+    }
+
+    async fn run(&self, start: &Start, sink: &dyn EventSink) -> agentsessions_api::Result<()> {
+        self.remote.run(start, sink).await
     }
 }
 
@@ -122,6 +149,7 @@ fn link_certificates() -> LinkCertificates {
 }
 
 /// A harness served over mutual TLS on a loopback port: where it is and what a client needs.
+/// The server serves until the last clone of the link is dropped.
 #[derive(Debug, Clone)]
 pub struct MtlsLink {
     /// The loopback port.
@@ -130,11 +158,12 @@ pub struct MtlsLink {
     pub ca_pem: String,
     /// The client certificate and key the server accepts (PEM).
     pub client_pem: (String, String),
+    server: Arc<FixtureTasks>,
 }
 
 impl MtlsLink {
     /// Serves `harness` on 127.0.0.1 with a server certificate from a fresh CA, requiring client
-    /// certificates from that CA. The server task lives as long as the runtime.
+    /// certificates from that CA. The server serves until the link is dropped.
     #[allow(clippy::expect_used)] // a test fixture: failing to bind loopback is a broken machine
     pub async fn serve(harness: Arc<dyn Harness>) -> Self {
         use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -156,11 +185,17 @@ impl MtlsLink {
             .add_service(agentsessions_harnesswire::HarnessService::new(harness).into_server());
         let incoming =
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-        tokio::spawn(router.serve_with_incoming(incoming));
+        let server = FixtureTasks::default();
+        let stopped = server.scope().stopped();
+        server.scope().spawn(async move {
+            // A server that fails shows up as the test's failing calls.
+            let _ignored = router.serve_with_incoming_shutdown(incoming, stopped).await;
+        });
         Self {
             port,
             ca_pem: certs.ca,
             client_pem: certs.client,
+            server: Arc::new(server),
         }
     }
 
@@ -193,6 +228,10 @@ impl Transport for WireTls {
     }
 
     async fn attach(&self, harness: Arc<dyn Harness>) -> Arc<dyn Harness> {
-        Arc::new(MtlsLink::serve(harness).await.remote(true))
+        let link = MtlsLink::serve(harness).await;
+        Arc::new(ServedRemote {
+            remote: link.remote(true),
+            _server: Arc::clone(&link.server),
+        })
     }
 }

@@ -48,6 +48,11 @@ pub trait IdSource: Send + Sync + Debug {
     fn execution_id(&self) -> String;
     /// A fresh model-call id (16 lowercase hex).
     fn model_call_id(&self) -> String;
+    /// A fresh session uid, for a session the host creates itself (a fork child). Random by
+    /// default, so sources written before it existed keep working.
+    fn session_uid(&self) -> String {
+        agentsessions_journal::rules::new_session_uid()
+    }
 }
 
 /// Random ids, as semantics §1.6 specifies.

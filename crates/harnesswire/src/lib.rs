@@ -55,6 +55,7 @@
 //! - [`service`]: [`HarnessService`], the serving side of both RPCs around any harness.
 //! - [`remote`]: [`RemoteHarness`], the host side.
 //! - [`serve`](mod@serve): [`serve_tcp`], [`serve_tcp_listener`], [`serve_unix`].
+//! - [`address`]: [`AddressTarget`], the one address grammar, read for an [`AddressRole`] (dial or listen).
 //! - [`listen`]: [`serve()`](fn@serve), [`ListenAddr`], [`HarnessListener`],
 //!   [`remove_stale_socket`], [`shutdown_signal`].
 //! - [`channel`](mod@channel): [`channel()`](fn@channel), a lazily dialed channel for an address.
@@ -64,6 +65,7 @@
 //! - `stream_sink` (private): the serve side's [`agentsessions_api::EventSink`].
 //! - `frames` (private): message builders and predicates shared by both sides.
 
+pub mod address;
 pub mod channel;
 pub mod error;
 mod frames;
@@ -74,6 +76,7 @@ pub mod serve;
 pub mod service;
 mod stream_sink;
 
+pub use address::{AddressRole, AddressTarget};
 pub use channel::{channel, channel_tls};
 pub use error::{HarnessWireError, Result, status_code_of};
 pub use listen::{HarnessListener, ListenAddr, remove_stale_socket, serve, shutdown_signal};

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io::ErrorKind;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -15,10 +15,11 @@ use std::sync::Arc;
 use agentsessions_api::Harness;
 use tokio::net::{TcpListener, UnixListener};
 
+use crate::address::{AddressRole, AddressTarget};
 use crate::error::{HarnessWireError, Result};
 use crate::serve::serve_unix_listener;
 
-/// Where a harness listens.
+/// Where a harness listens: the listen side of the [address grammar](crate::address).
 ///
 /// | text | meaning |
 /// |---|---|
@@ -49,38 +50,21 @@ impl ListenAddr {
             address: address.to_owned(),
             reason,
         };
-        if let Some(path) = address
-            .strip_prefix("unix://")
-            .or_else(|| address.strip_prefix("unix:"))
-        {
-            if path.is_empty() {
-                return Err(invalid("a unix address needs a socket path"));
-            }
-            return Ok(Self::Unix(PathBuf::from(path)));
-        }
-        if address.contains("://") {
-            return Err(invalid(
-                "give host:port or unix:<path>, not a URL (the harness speaks cleartext HTTP/2)",
-            ));
-        }
-        if let Ok(addr) = address.parse::<SocketAddr>() {
-            return Ok(Self::Tcp(addr));
-        }
-        let Some((host, port)) = address.rsplit_once(':') else {
-            return Err(invalid("the address needs a port (host:port)"));
+        let (host, port) =
+            match AddressTarget::parse(address, AddressRole::Listen).map_err(invalid)? {
+                AddressTarget::Unix(path) => return Ok(Self::Unix(path)),
+                AddressTarget::Tcp { host, port, .. } => (host, port),
+            };
+        let ip = match host.as_str() {
+            "" => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            "localhost" => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            literal => match literal.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+                None => literal.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+            },
         };
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| invalid("the port is not a number from 0 to 65535"))?;
-        let ip = match host {
-            "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            _ => {
-                return Err(invalid(
-                    "listen on an IP address or localhost, not a host name",
-                ));
-            }
-        };
+        let ip =
+            ip.ok_or_else(|| invalid("listen on an IP address or localhost, not a host name"))?;
         Ok(Self::Tcp(SocketAddr::new(ip, port)))
     }
 

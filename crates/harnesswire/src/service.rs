@@ -42,6 +42,10 @@ use crate::stream_sink::{EventSender, StreamSink};
 
 /// Events buffered between the run and the transport before the run waits.
 const EVENT_BUFFER: usize = 16;
+/// Host frames queued for the run's sink. The sink asks for one answer at a time (its calls are
+/// serialized), so a host that keeps the protocol has at most one frame queued; beyond this,
+/// frames were never asked for and are dropped rather than buffered without limit.
+const REPLY_BUFFER: usize = 8;
 
 /// Serves one [`Harness`] as the `agentsessions.v1.Harness` gRPC service. Cheap to clone; every
 /// clone serves the same harness, and each Connect stream runs one execution of it.
@@ -183,7 +187,7 @@ async fn drive<H: Harness + ?Sized>(
     tracing::Span::current().record("execution_id", start.execution_id.as_str());
     tracing::info!("execution started");
 
-    let (replies, replies_rx) = mpsc::unbounded_channel();
+    let (replies, replies_rx) = mpsc::channel(REPLY_BUFFER);
     let sink = StreamSink::new(
         start.execution_id.clone(),
         start.session_uid.clone(),
@@ -201,8 +205,13 @@ async fn drive<H: Harness + ?Sized>(
                     Ok(Some(pb::ControllerFrame { frame: Some(Frame::Cancel(cancel)), .. })) => {
                         break Outcome::Cancelled(cancel.reason);
                     }
-                    // A receiver that is gone means the run is finishing; the frame is moot.
-                    Ok(Some(frame)) => drop(replies.send(frame)),
+                    // A receiver that is gone means the run is finishing; the frame is moot. A
+                    // full queue holds only frames the sink never asked for (see REPLY_BUFFER).
+                    Ok(Some(frame)) => {
+                        if let Err(mpsc::error::TrySendError::Full(frame)) = replies.try_send(frame) {
+                            tracing::warn!(frame = frame_name(frame.frame.as_ref()), "dropped a host frame nobody asked for");
+                        }
+                    }
                     Ok(None) => break Outcome::HostGone,
                     Err(status) => {
                         tracing::debug!(code = ?status.code(), "host stream failed");

@@ -40,7 +40,7 @@ pub(crate) struct StreamSink {
     session: String,
     events: EventSender,
     /// Host frames other than `cancel`, in arrival order; the lock also serializes calls.
-    replies: tokio::sync::Mutex<mpsc::UnboundedReceiver<pb::ControllerFrame>>,
+    replies: tokio::sync::Mutex<mpsc::Receiver<pb::ControllerFrame>>,
     latch: Mutex<Latch>,
 }
 
@@ -49,7 +49,7 @@ impl StreamSink {
         execution_id: String,
         session: String,
         events: EventSender,
-        replies: mpsc::UnboundedReceiver<pb::ControllerFrame>,
+        replies: mpsc::Receiver<pb::ControllerFrame>,
     ) -> Self {
         Self {
             execution_id,
@@ -108,7 +108,7 @@ impl StreamSink {
     /// The next host frame for this execution.
     async fn next_frame(
         &self,
-        replies: &mut mpsc::UnboundedReceiver<pb::ControllerFrame>,
+        replies: &mut mpsc::Receiver<pb::ControllerFrame>,
     ) -> ApiResult<pb::ControllerFrame> {
         let frame = replies
             .recv()
@@ -126,7 +126,7 @@ impl StreamSink {
     /// The next host frame of a tool exchange, which must also be for this session.
     async fn next_tool_frame(
         &self,
-        replies: &mut mpsc::UnboundedReceiver<pb::ControllerFrame>,
+        replies: &mut mpsc::Receiver<pb::ControllerFrame>,
     ) -> ApiResult<Option<Frame>> {
         let frame = self.next_frame(replies).await?;
         if frame.session != self.session {
@@ -171,7 +171,7 @@ impl StreamSink {
         &self,
         call: &ToolCall,
         frame: Option<Frame>,
-        replies: &mut mpsc::UnboundedReceiver<pb::ControllerFrame>,
+        replies: &mut mpsc::Receiver<pb::ControllerFrame>,
     ) -> ApiResult<ToolResult> {
         let invalid = |reason| HarnessWireError::InvalidApproval {
             tool_call_id: call.id.clone(),

@@ -11,6 +11,8 @@ use agentsessions_api::{
 };
 use async_trait::async_trait;
 
+use crate::describe::{DescribeFailure, describe_within};
+
 /// Where the admission gate gets the descriptor it checks before Create (semantics §2.3 step 4).
 #[derive(Clone)]
 pub enum DescriptorSource {
@@ -97,14 +99,17 @@ impl Backend {
         &self.runtime
     }
 
-    /// Describes the harness through the descriptor source (no compute is touched).
+    /// Describes the harness through the descriptor source (no compute is touched), within
+    /// [`DESCRIBE_TIMEOUT`](crate::describe::DESCRIBE_TIMEOUT).
     ///
     /// # Errors
-    /// The probe's describe failure.
+    /// The probe's describe failure; `DEADLINE_EXCEEDED` when it does not answer in time.
     pub async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
         match &self.source {
             DescriptorSource::Declared(d) => Ok(d.clone()),
-            DescriptorSource::Probe(h) => h.describe().await,
+            DescriptorSource::Probe(h) => describe_within(h.as_ref(), None)
+                .await
+                .map_err(DescribeFailure::into_api_error),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! Module map:
 //! - [`backend`] — [`Backend`], [`DescriptorSource`], [`Attached`] (a harness object in this
 //!   process as runtime and dialer).
+//! - [`describe`] — [`describe_within`], the one bounded Describe.
 //! - [`registry`] — [`Registry`], routes by name, the pin rule.
 //! - [`placer`] — [`Placer`] and its calls.
 //! - [`guard`] — [`SessionGuards`].
@@ -23,6 +24,7 @@
 //! - [`mod@error`] — [`PlacementError`].
 
 pub mod backend;
+pub mod describe;
 pub mod error;
 pub mod guard;
 pub mod history;
@@ -30,9 +32,11 @@ pub mod placer;
 pub mod registry;
 
 pub use backend::{Attached, Backend, DescriptorSource};
+pub use describe::{DESCRIBE_TIMEOUT, DescribeFailure, describe_within};
 pub use error::{PlacementError, Result, RuntimeOp};
 pub use guard::{Held, SessionGuards};
 pub use placer::{
     ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ReclaimReport, ResumeCall,
+    SessionCompute,
 };
 pub use registry::{Registry, Route, Source};

@@ -13,11 +13,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentsessions_api::{ApprovalDecision, EventBody, LifecycleKind, Message, SnapshotRef};
+use agentsessions_api::{
+    ApprovalDecision, ComputeState, EventBody, EventKind, LifecycleKind, Message, SnapshotRef,
+};
 use agentsessions_controller::ExecRequest;
 use agentsessions_journal::LogRecord;
 use agentsessions_placement::{ExecCall, ForkCall, PlacementError, Placer, ResumeCall, RuntimeOp};
-use support::{InMemoryTestRuntime, journals, placer, session};
+use support::{InMemoryTestRuntime, SequentialIds, journals, placer, session};
 use tokio::sync::Notify;
 
 fn turn(uid: &str) -> ExecCall {
@@ -449,5 +451,79 @@ async fn a_stale_cursor_is_refused_before_any_fence() {
         let err = placer.exec(stale).await.unwrap_err();
         assert!(matches!(err, PlacementError::Journal(_)), "{err}");
         assert_eq!(journal.session_info("s").await.unwrap().fence, fence);
+    }
+}
+
+// semantics §1.7: a session's compute state is the journal's, checked with its runtime while the
+// journal says it holds compute: none before any turn, live after one, cold once suspended, live
+// again on resume, none once the runtime no longer has the incarnation.
+#[tokio::test]
+async fn compute_state_reads_the_journal_and_the_runtime() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(true, false));
+        let placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        let compute = |placer: Placer, journal: Arc<dyn agentsessions_journal::Journal>| async move {
+            let info = journal.session_info("s").await.unwrap();
+            (placer.session_compute(&info).await, info.fence)
+        };
+
+        let (never_ran, _) = compute(placer.clone(), Arc::clone(&journal)).await;
+        assert_eq!(
+            (never_ran.state, never_ran.compute),
+            (ComputeState::None, None)
+        );
+
+        placer.exec(turn("s")).await.unwrap();
+        let (live, fence) = compute(placer.clone(), Arc::clone(&journal)).await;
+        assert_eq!(live.state, ComputeState::Live);
+        let placed = live.compute.expect("a live session shows its incarnation");
+        assert_eq!(placed.fence_token, fence);
+        assert!(placed.capabilities.memory_snapshot);
+
+        placer.suspend("s").await.unwrap();
+        let (suspended, _) = compute(placer.clone(), Arc::clone(&journal)).await;
+        assert_eq!(
+            (suspended.state, suspended.compute),
+            (ComputeState::Cold, None)
+        );
+
+        placer
+            .resume(ResumeCall {
+                session: "s".into(),
+                ..ResumeCall::default()
+            })
+            .await
+            .unwrap();
+        let (resumed, _) = compute(placer.clone(), Arc::clone(&journal)).await;
+        assert_eq!(resumed.state, ComputeState::Live);
+
+        runtime.stop_session_for_test("s");
+        let (stopped, _) = compute(placer.clone(), Arc::clone(&journal)).await;
+        assert_eq!((stopped.state, stopped.compute), (ComputeState::None, None));
+    }
+}
+
+// STYLE rule 3: ids are inputs. With a fixed id source the placer's turns and fork children get
+// exactly the ids the test names.
+#[tokio::test]
+async fn a_fixed_id_source_makes_turn_and_fork_ids_deterministic() {
+    for (journal, _dir) in journals().await {
+        let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+        let placer =
+            placer(Arc::clone(&journal), &runtime).with_ids(Arc::new(SequentialIds::default()));
+        session(&journal, "p").await;
+        placer.exec(turn("p")).await.unwrap();
+        let records = journal.read("p", 1, 0).await.unwrap();
+        let executions: Vec<&str> = records
+            .iter()
+            .filter(|r| r.event.kind == EventKind::ExecutionStart)
+            .map(|r| r.event.execution_id.as_str())
+            .collect();
+        assert_eq!(executions, ["0000000000000001"]);
+        let forked = placer.fork(fork("p", 0, 2)).await.unwrap();
+        // The probe harness calls no model, so the turn took exactly one id.
+        assert_eq!(forked.children, ["child-2", "child-3"]);
+        assert_eq!(placer.new_session_uid(), "child-4");
     }
 }

@@ -1,14 +1,15 @@
-//! [`HarnessAddress`]: the one parser for harness addresses, shared by [`crate::RemoteRuntime`]
-//! (refusing a bad address at construction) and [`crate::WireDialer`] (refusing it at dial).
+//! [`HarnessAddress`]: a harness address to dial, shared by [`crate::RemoteRuntime`] (refusing a
+//! bad address at construction) and [`crate::WireDialer`] (refusing it at dial).
 //!
-//! Accepted (semantics §10.7): `host:port`, `dns:///host:port`, `dns://resolver/host:port`,
-//! `unix:<path>` and `unix://<path>` (absolute or relative path). Refused: URLs such as
-//! `http://…` (the harness protocol is cleartext HTTP/2 with no scheme choice), a missing or
-//! non-numeric port, an empty unix path, a dns address without a `host:port` target, and a host
-//! named like a scheme (`dns:9000`, `unix:` is always a path).
+//! The forms are the dial side of the one address grammar,
+//! [`agentsessions_harnesswire::address`] (semantics §10.7): `host:port`, `dns:///host:port`,
+//! `dns://resolver/host:port`, `unix:<path>` and `unix://<path>`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use agentsessions_harnesswire::AddressRole;
+pub use agentsessions_harnesswire::AddressTarget;
 
 use crate::error::{Result, RuntimeError};
 
@@ -16,24 +17,7 @@ use crate::error::{Result, RuntimeError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HarnessAddress {
     text: String,
-    target: Target,
-}
-
-/// Where an address points.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// A TCP endpoint, resolved by the system resolver when `host` is a name.
-    Tcp {
-        /// Host name or IP literal (IPv6 in brackets).
-        host: String,
-        /// Port.
-        port: u16,
-        /// The resolver a `dns://resolver/…` address named. Not used for dialing: names are
-        /// resolved by the system resolver (recorded so the choice is visible).
-        resolver: Option<String>,
-    },
-    /// A unix socket path.
-    Unix(PathBuf),
+    target: AddressTarget,
 }
 
 impl HarnessAddress {
@@ -43,69 +27,15 @@ impl HarnessAddress {
     ///
     /// [`RuntimeError::InvalidAddress`] naming what is wrong.
     pub fn parse(address: &str) -> Result<Self> {
-        let invalid = |reason| RuntimeError::InvalidAddress {
-            address: address.to_owned(),
-            reason,
-        };
-        if let Some(path) = address
-            .strip_prefix("unix://")
-            .or_else(|| address.strip_prefix("unix:"))
-        {
-            if path.is_empty() {
-                return Err(invalid("a unix address needs a socket path"));
+        let target = AddressTarget::parse(address, AddressRole::Dial).map_err(|reason| {
+            RuntimeError::InvalidAddress {
+                address: address.to_owned(),
+                reason,
             }
-            return Ok(Self {
-                text: address.to_owned(),
-                target: Target::Unix(PathBuf::from(path)),
-            });
-        }
-        let (resolver, host_port) = if let Some(rest) = address.strip_prefix("dns://") {
-            match rest.split_once('/') {
-                Some((resolver, target)) if !target.is_empty() => {
-                    let resolver = (!resolver.is_empty()).then(|| resolver.to_owned());
-                    (resolver, target)
-                }
-                _ => {
-                    return Err(invalid(
-                        "a dns address is dns:///host:port or dns://resolver/host:port",
-                    ));
-                }
-            }
-        } else if address.contains("://") {
-            return Err(invalid(
-                "give host:port, dns:///host:port or unix:<path>, not a URL",
-            ));
-        } else {
-            (None, address)
-        };
-        let Some((host, port)) = host_port.rsplit_once(':') else {
-            return Err(invalid("the address needs a port (host:port)"));
-        };
-        if host.is_empty() {
-            return Err(invalid("the address needs a host before the port"));
-        }
-        if matches!(host, "dns" | "unix" | "http" | "https") {
-            return Err(invalid(
-                "the host is named like an address scheme; write dns:///host:port or unix:<path>",
-            ));
-        }
-        if host.contains(['/', ' ', '@', '?', '#']) {
-            return Err(invalid("the host is not a host name or IP address"));
-        }
-        let unbracketed = host.trim_start_matches('[').trim_end_matches(']');
-        if unbracketed.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
-            return Err(invalid("an IPv6 host goes in brackets: [::1]:port"));
-        }
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| invalid("the port is not a number from 0 to 65535"))?;
+        })?;
         Ok(Self {
             text: address.to_owned(),
-            target: Target::Tcp {
-                host: host.to_owned(),
-                port,
-                resolver,
-            },
+            target,
         })
     }
 
@@ -113,7 +43,7 @@ impl HarnessAddress {
     pub fn unix(path: &Path) -> Self {
         Self {
             text: format!("unix://{}", path.display()),
-            target: Target::Unix(path.to_path_buf()),
+            target: AddressTarget::Unix(path.to_path_buf()),
         }
     }
 
@@ -123,7 +53,7 @@ impl HarnessAddress {
     }
 
     /// Where it points.
-    pub fn target(&self) -> &Target {
+    pub fn target(&self) -> &AddressTarget {
         &self.target
     }
 
@@ -131,8 +61,8 @@ impl HarnessAddress {
     /// `unix:<path>`.
     pub fn dial_uri(&self) -> String {
         match &self.target {
-            Target::Tcp { host, port, .. } => format!("http://{host}:{port}"),
-            Target::Unix(path) => format!("unix:{}", path.display()),
+            AddressTarget::Tcp { host, port, .. } => format!("http://{host}:{port}"),
+            AddressTarget::Unix(path) => format!("unix:{}", path.display()),
         }
     }
 }
@@ -148,8 +78,8 @@ impl fmt::Display for HarnessAddress {
 mod tests {
     use super::*;
 
-    fn tcp(host: &str, port: u16, resolver: Option<&str>) -> Target {
-        Target::Tcp {
+    fn tcp(host: &str, port: u16, resolver: Option<&str>) -> AddressTarget {
+        AddressTarget::Tcp {
             host: host.into(),
             port,
             resolver: resolver.map(Into::into),
@@ -183,22 +113,22 @@ mod tests {
             ),
             (
                 "unix:/run/h.sock",
-                Target::Unix("/run/h.sock".into()),
+                AddressTarget::Unix("/run/h.sock".into()),
                 "unix:/run/h.sock",
             ),
             (
                 "unix:///run/h.sock",
-                Target::Unix("/run/h.sock".into()),
+                AddressTarget::Unix("/run/h.sock".into()),
                 "unix:/run/h.sock",
             ),
             (
                 "unix:relative.sock",
-                Target::Unix("relative.sock".into()),
+                AddressTarget::Unix("relative.sock".into()),
                 "unix:relative.sock",
             ),
             (
                 "unix://relative.sock",
-                Target::Unix("relative.sock".into()),
+                AddressTarget::Unix("relative.sock".into()),
                 "unix:relative.sock",
             ),
         ];

@@ -31,7 +31,7 @@ pub mod local;
 pub mod process;
 pub mod remote;
 
-pub use address::{HarnessAddress, Target};
+pub use address::{AddressTarget, HarnessAddress};
 pub use dialer::WireDialer;
 pub use error::{Result, RuntimeError};
 pub use local::LocalRuntime;

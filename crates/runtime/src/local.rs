@@ -25,8 +25,9 @@ use agentsessions_api::{
 };
 use agentsessions_harnesswire::{ListenAddr, RemoteHarness, remove_stale_socket};
 use async_trait::async_trait;
-use tokio::sync::{Mutex, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::address::HarnessAddress;
 use crate::error::{Result, RuntimeError};
@@ -64,20 +65,49 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// A running in-process server. Dropping it stops the server (the stop sender goes away) and
-/// removes the socket file.
+/// A running in-process server: its task, tracked, and the token that stops it. Dropping it
+/// signals the stop and removes the socket file; [`Served::drain`] also waits for the drain.
 #[derive(Debug)]
 struct Served {
     path: PathBuf,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<agentsessions_harnesswire::Result<()>>,
+    stop: CancellationToken,
+    task: TaskTracker,
+}
+
+impl Served {
+    /// Serves `harness` on `listener` until stopped.
+    fn start(
+        path: PathBuf,
+        listener: agentsessions_harnesswire::HarnessListener,
+        harness: Arc<dyn Harness>,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let task = TaskTracker::new();
+        let stopped = stop.clone().cancelled_owned();
+        task.spawn(async move {
+            if let Err(err) = listener.serve(harness, stopped).await {
+                tracing::warn!(error = %err, "local harness server failed");
+            }
+        });
+        task.close();
+        Self { path, stop, task }
+    }
+
+    /// Whether the server task has ended (stopped, or failed on its own).
+    fn has_ended(&self) -> bool {
+        self.task.is_empty()
+    }
+
+    /// Stops the server and waits until it has drained.
+    async fn drain(self) {
+        self.stop.cancel();
+        self.task.wait().await;
+    }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.cancel();
         // The server removes it too once drained; a runtime shutting down may not let it.
         let _ = remove_path(&self.path);
     }
@@ -183,13 +213,8 @@ impl LocalRuntime {
         match &self.mode {
             Mode::InProcess(shared) => {
                 let served = shared.server.lock().await.take();
-                if let Some(mut served) = served {
-                    if let Some(stop) = served.stop.take() {
-                        let _ = stop.send(());
-                    }
-                    if let Err(err) = (&mut served.task).await {
-                        tracing::warn!(error = %err, "local harness server task failed");
-                    }
+                if let Some(served) = served {
+                    served.drain().await;
                 }
             }
             Mode::Processes(processes) => processes.stop_all().await,
@@ -274,7 +299,7 @@ impl Shared {
     async fn ensure_server(&self) -> Result<PathBuf> {
         let mut server = self.server.lock().await;
         if let Some(served) = server.as_ref()
-            && !served.task.is_finished()
+            && !served.has_ended()
         {
             return Ok(served.path.clone());
         }
@@ -304,16 +329,11 @@ impl Shared {
                 path: path.clone(),
                 source,
             })?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let harness = Arc::clone(&self.harness);
-        let task = tokio::spawn(listener.serve(harness, async {
-            let _ = stopped.await;
-        }));
-        *server = Some(Served {
-            path: path.clone(),
-            stop: Some(stop),
-            task,
-        });
+        *server = Some(Served::start(
+            path.clone(),
+            listener,
+            Arc::clone(&self.harness),
+        ));
         Ok(path)
     }
 }

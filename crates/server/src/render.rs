@@ -2,11 +2,10 @@
 //! the journal's projections, plus what only the log tail can say — a pending approval and a
 //! deletion intent. Every response that returns a Session uses [`render`].
 
-use agentsessions_api::{
-    ComputeState, DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session,
-};
+use agentsessions_api::{DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session};
 use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+use agentsessions_placement::{Placer, SessionCompute};
 use agentsessions_wire::convert::timestamp_to_pb;
 use agentsessions_wire::pb;
 
@@ -66,22 +65,31 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
     Ok(Tail { deleted, pending })
 }
 
-/// The wire Session for `info`. `running` is true while an operation holds the session on this
-/// host, which this server reports as `EXEC_RUNNING` (the published server never does).
+/// The wire Session for `info`, with its compute as the placer sees it (the journal's state,
+/// checked with the runtime). A session an operation holds on this host is reported as
+/// `EXEC_RUNNING` (the published server never does).
 ///
 /// # Errors
 /// Journal read failures.
-pub(crate) async fn render(
-    journal: &dyn Journal,
-    info: SessionInfo,
-    running: bool,
-) -> Result<pb::Session> {
-    let tail = tail(journal, &info.row.uid, info.last_seq).await?;
-    Ok(render_with(info, &tail, running))
+pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Session> {
+    let running = placer.is_busy(&info.row.uid);
+    let tail = tail(placer.journal().as_ref(), &info.row.uid, info.last_seq).await?;
+    let compute = placer.session_compute(&info).await;
+    Ok(render_placed(info, &tail, running, compute))
 }
 
-/// [`render`] with the tail already read.
+/// [`render`] with the tail already read and the journal's compute state, no runtime asked.
 pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::Session {
+    let compute = SessionCompute::recorded(&info);
+    render_placed(info, tail, running, compute)
+}
+
+fn render_placed(
+    info: SessionInfo,
+    tail: &Tail,
+    running: bool,
+    compute: SessionCompute,
+) -> pb::Session {
     let exec = if running {
         ExecState::Running
     } else if info.last_seq == 0 {
@@ -100,15 +108,12 @@ pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::
         harness: row.harness,
         model: row.model,
         exec,
-        compute_state: match info.compute_state {
-            ComputeState::Unspecified => ComputeState::None,
-            other => other,
-        },
+        compute_state: compute.state,
         last_seq: info.last_seq,
         parent_uid: row.parent_uid,
         fork_seq: row.fork_seq,
         identity: row.identity,
-        compute: None,
+        compute: compute.compute,
         origin: row.origin,
         labels: row.labels,
         annotations: row.annotations,

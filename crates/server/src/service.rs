@@ -183,8 +183,7 @@ impl Inner {
     }
 
     async fn rendered_info(&self, info: SessionInfo) -> Result<pb::Session> {
-        let running = self.placer.is_busy(&info.row.uid);
-        render(self.journal.as_ref(), info, running).await
+        render(&self.placer, info).await
     }
 
     /// Creates session `uid` owned by `owner` exactly as CreateSession does (semantics §2.2

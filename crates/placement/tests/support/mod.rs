@@ -12,6 +12,7 @@ use agentsessions_api::{
     Incarnation, Resumability, Runtime, RuntimeCapabilities, SessionSpec, SnapshotKind,
     SnapshotRef, Start, StatusCode,
 };
+use agentsessions_controller::IdSource;
 use agentsessions_journal::{Journal, MemoryJournal, SessionRow, SqliteJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
@@ -273,8 +274,13 @@ impl Runtime for InMemoryTestRuntime {
         Ok(())
     }
 
-    async fn status(&self, _incarnation: &Incarnation) -> agentsessions_api::Result<ComputeState> {
-        Ok(ComputeState::Live)
+    async fn status(&self, incarnation: &Incarnation) -> agentsessions_api::Result<ComputeState> {
+        let state = self.state.lock().unwrap();
+        Ok(if state.live.contains_key(&incarnation.id) {
+            ComputeState::Live
+        } else {
+            ComputeState::None
+        })
     }
 
     fn capabilities(&self) -> RuntimeCapabilities {
@@ -340,4 +346,31 @@ pub(crate) async fn journals() -> Vec<(Arc<dyn Journal>, Option<tempfile::TempDi
         (Arc::new(MemoryJournal::new()), None),
         (Arc::new(sqlite), Some(dir)),
     ]
+}
+
+/// TEST DOUBLE. Ids in sequence: `x0000000000000001`-style hex for executions and model calls,
+/// `child-<n>` for sessions, so a test can name every id it will see.
+#[derive(Debug, Default)]
+pub(crate) struct SequentialIds {
+    next: AtomicU64,
+}
+
+impl SequentialIds {
+    fn next(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+impl IdSource for SequentialIds {
+    fn execution_id(&self) -> String {
+        format!("{:016x}", self.next())
+    }
+
+    fn model_call_id(&self) -> String {
+        format!("{:016x}", self.next())
+    }
+
+    fn session_uid(&self) -> String {
+        format!("child-{}", self.next())
+    }
 }

@@ -1,0 +1,103 @@
+//! The admission gate (semantics §2.3 step 4, §4.1): what a harness must show before compute
+//! exists for it, and again once its incarnation is dialed, plus the recorded-instance check of
+//! extensions §5.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use agentsessions_api::{Descriptor, Harness, Incarnation};
+use agentsessions_journal::LogRecord;
+
+use super::Placer;
+use crate::backend::DescriptorSource;
+use crate::describe::describe_within;
+use crate::error::{PlacementError, Result};
+use crate::history;
+use crate::registry::Route;
+
+impl Placer {
+    /// The admission gate of semantics §4.1 on one descriptor.
+    pub(super) fn gate(route: &Route, descriptor: &Descriptor) -> Result<()> {
+        let expected = route.backend.expected_id();
+        if !expected.is_empty() && descriptor.id != expected {
+            return Err(PlacementError::DescriptorMismatch {
+                harness: route.name.clone(),
+                expected: expected.to_owned(),
+                reported: descriptor.id.clone(),
+            });
+        }
+        if !descriptor
+            .capabilities
+            .can_place_on(route.backend.capabilities())
+        {
+            return Err(PlacementError::Unplaceable {
+                harness: route.name.clone(),
+                reason: "it requires memory snapshots and its runtime cannot take them; serve it \
+                         on a memory-snapshot runtime"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Describes through the route's descriptor source and gates, before any compute exists.
+    pub(super) async fn admit(
+        &self,
+        route: &Route,
+        deadline: Option<SystemTime>,
+    ) -> Result<Descriptor> {
+        let descriptor = match &route.backend.source {
+            DescriptorSource::Declared(d) => d.clone(),
+            DescriptorSource::Probe(h) => describe_within(h.as_ref(), deadline)
+                .await
+                .map_err(|failure| failure.into_admission_error(&route.name))?,
+        };
+        Self::gate(route, &descriptor)?;
+        Ok(descriptor)
+    }
+
+    /// Dials the incarnation and repeats the gate on the dialed harness (the live re-check).
+    pub(super) async fn dial(
+        &self,
+        route: &Route,
+        incarnation: &Incarnation,
+        deadline: Option<SystemTime>,
+    ) -> Result<Arc<dyn Harness>> {
+        let harness = route
+            .backend
+            .dialer
+            .dial(incarnation)
+            .await
+            .map_err(|source| PlacementError::Dial {
+                harness: route.name.clone(),
+                address: incarnation.address.clone(),
+                source,
+            })?;
+        let descriptor = describe_within(harness.as_ref(), deadline)
+            .await
+            .map_err(|failure| failure.into_admission_error(&route.name))?;
+        Self::gate(route, &descriptor)?;
+        Ok(harness)
+    }
+
+    /// Refuses compute that is not the instance the journal recorded (extensions §5).
+    pub(super) fn check_instance(
+        session: &str,
+        harness: &str,
+        records: &[LogRecord],
+        incarnation: &Incarnation,
+    ) -> Result<()> {
+        if incarnation.compute_instance.is_empty() {
+            return Ok(());
+        }
+        let recorded = history::recorded_instance(records, harness);
+        if !recorded.is_empty() && recorded != incarnation.compute_instance {
+            return Err(PlacementError::InstanceMismatch {
+                session: session.to_owned(),
+                recorded,
+                placed: incarnation.compute_instance.clone(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! The [`Placer`]: every operation that puts a session's harness on compute or takes it off
+//! (semantics §2.3, §4, §5.2 step 4, extensions §3 and §5).
+//!
+//! ```text
+//! exec    guard ─ checks ─ gate ─ create ─ dial ─ re-gate ─ instance ─ Controller::exec (fence minted in its opening commit)
+//! resume  guard ─ route ─ park? ─ gate ─ restore ─ dial ─ re-gate ─ instance ─ fence ─ resume ─ RESUME
+//! suspend route ─ guard ─ snapshot(EXTERNAL) ─ fence ─ SUSPEND{ref}
+//! fork    gate ─ [memory: fence ─ snapshot ─ SUSPEND at at_seq] ─ N × (runtime fork ─ prefix ─ FORK)
+//! ```
+//!
+//! One fence is minted per Exec/Resume invocation and bound to both the incarnation and the
+//! controller, so any later writer supersedes it mid flight. An Exec mints it in the same commit
+//! as the turn's opening records, after their cursor check, so a caller that lost the race to
+//! the head never supersedes the one that won it. Nothing is provisioned or journaled
+//! before the admission gate passes.
+//!
+//! This module holds the [`Placer`] itself, its construction and the routing shared by its
+//! calls; each family of calls has its own file:
+//! - `admission` — the admission gate (through [`crate::describe`]), the dial and instance
+//!   checks.
+//! - `turns` — Exec, Resume, Approve, Cancel and the approval park hand-off.
+//! - `fork` — Fork, stateless and memory.
+//! - `teardown` — Suspend, Delete and the reclaimer.
+//! - `compute` — the session's compute state, as the journal recorded it and its runtime
+//!   reports it.
+
+mod admission;
+mod compute;
+mod fork;
+mod teardown;
+mod turns;
+
+use std::sync::Arc;
+
+use agentsessions_api::{
+    ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelProvider, SnapshotRef,
+};
+use agentsessions_controller::{Cancellations, IdSource, RandomIds, ToolExecutor};
+use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+
+use crate::error::{PlacementError, Result, RuntimeOp};
+use crate::guard::SessionGuards;
+use crate::history;
+use crate::registry::{Registry, Route};
+
+pub use compute::SessionCompute;
+pub use fork::{ForkCall, ForkOutcome, MAX_FORK_COUNT};
+pub use teardown::ReclaimReport;
+pub use turns::{ExecCall, ResumeCall};
+
+/// Places sessions' harnesses on their routes' runtimes and drives the controller. Cheap to
+/// clone; one per host.
+#[derive(Clone)]
+pub struct Placer {
+    journal: Arc<dyn Journal>,
+    model: Arc<dyn ModelProvider>,
+    registry: Registry,
+    guards: SessionGuards,
+    cancellations: Cancellations,
+    tools: Option<Arc<dyn ToolExecutor>>,
+    ids: Arc<dyn IdSource>,
+    stream_deltas: bool,
+}
+
+impl std::fmt::Debug for Placer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placer")
+            .field("registry", &self.registry)
+            .field("stream_deltas", &self.stream_deltas)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lifecycle(kind: LifecycleKind, detail: String, snapshot: Option<SnapshotRef>) -> Event {
+    Event::new(
+        EventKind::Lifecycle,
+        EventBody::Lifecycle(Lifecycle {
+            kind,
+            detail,
+            snapshot,
+            compute_instance: String::new(),
+        }),
+    )
+}
+
+fn runtime_err(op: RuntimeOp, session: &str) -> impl FnOnce(ApiError) -> PlacementError {
+    let session = session.to_owned();
+    move |source| PlacementError::Runtime {
+        op,
+        session,
+        source,
+    }
+}
+
+fn head_of(records: &[LogRecord]) -> i64 {
+    records.last().map_or(0, |r| r.seq)
+}
+
+impl Placer {
+    /// A placer over `journal` serving `registry`'s routes, calling models through `model`.
+    pub fn new(
+        journal: Arc<dyn Journal>,
+        model: Arc<dyn ModelProvider>,
+        registry: Registry,
+    ) -> Self {
+        Self {
+            journal,
+            model,
+            registry,
+            guards: SessionGuards::default(),
+            cancellations: Cancellations::default(),
+            tools: None,
+            ids: Arc::new(RandomIds),
+            stream_deltas: false,
+        }
+    }
+
+    /// Takes execution, model-call and fork-child session ids from `ids` instead of random ones
+    /// (STYLE rule 3: ids are inputs), e.g. for deterministic tests.
+    #[must_use]
+    pub fn with_ids(mut self, ids: Arc<dyn IdSource>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// Runs controller-mediated and approved tool calls through `tools`.
+    #[must_use]
+    pub fn with_tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Whether turns ask providers to stream deltas (transport only).
+    #[must_use]
+    pub fn with_stream_deltas(mut self, stream: bool) -> Self {
+        self.stream_deltas = stream;
+        self
+    }
+
+    /// The routes.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
+    }
+
+    /// A fresh session uid from the placer's id source, for a session the host creates.
+    pub fn new_session_uid(&self) -> String {
+        self.ids.session_uid()
+    }
+
+    /// Whether an operation holds `session` on this host.
+    pub fn is_busy(&self, session: &str) -> bool {
+        self.guards.is_busy(session)
+    }
+
+    async fn info(&self, uid: &str) -> Result<SessionInfo> {
+        Ok(self.journal.session_info(uid).await?)
+    }
+
+    /// The session's records, refusing a session pending deletion: by its stored state (an
+    /// unknown one counts as deleted) or by a delete marker in a log written before that state
+    /// was stored.
+    async fn live_records(&self, info: &SessionInfo) -> Result<Vec<LogRecord>> {
+        let uid = info.row.uid.as_str();
+        if info.deletion.is_deleted() {
+            return Err(PlacementError::DeletionPending(uid.to_owned()));
+        }
+        let records = self.journal.read(uid, 1, 0).await?;
+        if history::deleted(&records) {
+            return Err(PlacementError::DeletionPending(uid.to_owned()));
+        }
+        Ok(records)
+    }
+
+    /// The route for Resume/Suspend/recovery: the pending execution's recorded harness when there
+    /// is one (it must be served here), else the stored one; the pin rule applies to the choice.
+    fn recorded_route(
+        &self,
+        uid: &str,
+        info: &SessionInfo,
+        records: &[LogRecord],
+    ) -> Result<Route> {
+        let chosen = match history::pending_harness(records) {
+            Some(recorded) if !self.registry.contains(&recorded) => {
+                return Err(PlacementError::RecordedHarnessNotServed {
+                    session: uid.to_owned(),
+                    harness: recorded,
+                });
+            }
+            Some(recorded) => recorded,
+            None => info.row.harness.clone(),
+        };
+        self.registry.check_route(uid, &info.row.harness, &chosen)?;
+        self.registry.resolve(&chosen)
+    }
+}

@@ -1,0 +1,456 @@
+//! Turns: Exec and Resume (which place the harness and drive the controller), the approval park
+//! hand-off, and the host-only Approve and Cancel (semantics §2.3, §4.3, §5.2 step 4, §5.5).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agentsessions_api::{
+    ApiError, ApprovalDecision, ApprovalRef, Delta, Descriptor, EventKind, EventSink, Harness,
+    Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start, StatusCode,
+    Timestamp,
+};
+use agentsessions_controller::approval::ApprovalScan;
+use agentsessions_controller::{
+    Controller, ControllerError, ExecRequest, Observer, ResumeOutcome, TurnOutcome,
+};
+use agentsessions_journal::{JournalError, LogRecord};
+use async_trait::async_trait;
+
+use super::{Placer, head_of, lifecycle, runtime_err};
+use crate::error::{PlacementError, Result, RuntimeOp};
+use crate::guard::Held;
+use crate::history;
+use crate::registry::Route;
+
+/// How long Cancel waits for the cancelled turn to unwind.
+const CANCEL_UNWIND_WAIT: Duration = Duration::from_secs(5);
+
+/// One Exec.
+#[derive(Clone, Default)]
+pub struct ExecCall {
+    /// The session (must exist).
+    pub session: String,
+    /// Per-turn harness override; empty = the session's stored harness.
+    pub harness: String,
+    /// The turn.
+    pub request: ExecRequest,
+    /// Receives committed records and deltas live.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for ExecCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecCall")
+            .field("session", &self.session)
+            .field("harness", &self.harness)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One Resume (or approval recovery through an inputless Exec).
+#[derive(Clone, Default)]
+pub struct ResumeCall {
+    /// The session.
+    pub session: String,
+    /// Bound on the re-driven turn.
+    pub deadline: Option<SystemTime>,
+    /// Strict cursor check before anything runs (recovery through Exec); `None` skips it.
+    pub expected_last_seq: Option<i64>,
+    /// Receives committed records and deltas live.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for ResumeCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResumeCall")
+            .field("session", &self.session)
+            .field("expected_last_seq", &self.expected_last_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Notes the running execution on the guard, then forwards to the caller's observer.
+struct Tracked {
+    inner: Option<Arc<dyn Observer>>,
+    held: Arc<Held>,
+}
+
+impl Observer for Tracked {
+    fn record(&self, record: &LogRecord) {
+        if record.event.kind == EventKind::ExecutionStart {
+            self.held.set_execution(&record.event.execution_id);
+        }
+        if let Some(inner) = &self.inner {
+            inner.record(record);
+        }
+    }
+
+    fn delta(&self, delta: &Delta) {
+        if let Some(inner) = &self.inner {
+            inner.delta(delta);
+        }
+    }
+}
+
+/// Stands in for the harness where the controller needs one but never runs it (Approve).
+struct NoHarness;
+
+#[async_trait]
+impl Harness for NoHarness {
+    async fn describe(&self) -> agentsessions_api::Result<Descriptor> {
+        Err(ApiError::status(
+            StatusCode::FailedPrecondition,
+            "recording a decision does not run a harness",
+        ))
+    }
+
+    async fn run(&self, _start: &Start, _sink: &dyn EventSink) -> agentsessions_api::Result<()> {
+        Err(ApiError::status(
+            StatusCode::FailedPrecondition,
+            "recording a decision does not run a harness",
+        ))
+    }
+}
+
+impl Placer {
+    /// What the runtime is told about the session. The journal reads are taken under the
+    /// session guard right before the runtime call, so on one host nothing can move them.
+    fn spec(session: &str, harness: &str, records: &[LogRecord]) -> SessionSpec {
+        let turns = history::started_turns(records, harness);
+        let checkpoint = history::recorded_checkpoint(records, session);
+        SessionSpec {
+            session_uid: session.to_owned(),
+            harness: harness.to_owned(),
+            started_turns: Some(Arc::new(move || Ok(turns))),
+            recorded_checkpoint: Some(Arc::new(move || Ok(checkpoint.clone()))),
+            ..SessionSpec::default()
+        }
+    }
+
+    fn controller(
+        &self,
+        name: &str,
+        harness: Arc<dyn Harness>,
+        session: &str,
+        fence: i64,
+        instance: &str,
+        observer: Arc<dyn Observer>,
+    ) -> Controller {
+        let controller = Controller::new(
+            Arc::clone(&self.journal),
+            harness,
+            Arc::clone(&self.model),
+            session,
+        )
+        .with_fence(fence)
+        .with_ids(Arc::clone(&self.ids))
+        .with_registry_name(name)
+        .with_cancellations(self.cancellations.clone())
+        .with_stream_deltas(self.stream_deltas)
+        .with_compute_instance(instance)
+        .with_observer(observer);
+        match &self.tools {
+            Some(tools) => controller.with_tools(Arc::clone(tools)),
+            None => controller,
+        }
+    }
+
+    /// Runs one turn (semantics §2.3).
+    ///
+    /// # Errors
+    /// [`PlacementError::SessionBusy`]; `Journal(SessionNotFound)`; `DeletionPending`;
+    /// `Controller(ApprovalBlocked)`; `Journal(Conflict)` for a stale cursor (before any fence);
+    /// routing and admission refusals (nothing provisioned or journaled); runtime, dial and
+    /// instance failures (nothing journaled); the controller's errors. An approval park comes
+    /// back as `Controller(Parked)` after the hand-off (SUSPEND recorded).
+    pub async fn exec(&self, call: ExecCall) -> Result<TurnOutcome> {
+        let uid = call.session.as_str();
+        let held = Arc::new(self.guards.try_take(uid)?);
+        let info = self.info(uid).await?;
+        let records = self.live_records(&info).await?;
+        let scan = ApprovalScan::scan(&records, 0)?;
+        if let Some(gate) = scan.selected()
+            && gate.blocks_new_input()
+        {
+            return Err(ControllerError::ApprovalBlocked {
+                execution_id: gate.execution_id.clone(),
+                tool_call_id: gate.call.id.clone(),
+            }
+            .into());
+        }
+        // A stale cursor is refused before a fence is minted: minting would supersede the writer
+        // that moved the head (perhaps on another host) and cost it its turn.
+        let head = head_of(&records);
+        if let Some(expected) = call.request.expected_last_seq
+            && expected != head
+        {
+            return Err(JournalError::Conflict {
+                session: uid.to_owned(),
+                expected,
+                actual: head,
+            }
+            .into());
+        }
+        self.registry
+            .check_route(uid, &info.row.harness, &call.harness)?;
+        let name = if call.harness.is_empty() {
+            &info.row.harness
+        } else {
+            &call.harness
+        };
+        let route = self.registry.resolve(name)?;
+        let deadline = call.request.deadline;
+        self.admit(&route, deadline).await?;
+        let spec = Self::spec(uid, &route.name, &records);
+        let mut incarnation = route
+            .backend
+            .runtime
+            .create(&spec)
+            .await
+            .map_err(runtime_err(RuntimeOp::Create, uid))?;
+        let harness = self.dial(&route, &incarnation, deadline).await?;
+        Self::check_instance(uid, &route.name, &records, &incarnation)?;
+        let observer = Arc::new(Tracked {
+            inner: call.observer.clone(),
+            held,
+        });
+        // The incarnation's fence is minted in the turn's opening commit, after its cursor
+        // check: a caller that lost the race to the head changes nothing, not even the fence.
+        let controller = self
+            .controller(
+                &route.name,
+                harness,
+                uid,
+                0,
+                &incarnation.compute_instance,
+                observer,
+            )
+            .minting_fence();
+        match controller.exec_on(call.request, records).await {
+            Err(ControllerError::Parked(park)) => {
+                incarnation.fence_token = controller.fence();
+                drop(controller);
+                self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
+                    .await?;
+                Err(ControllerError::Parked(park).into())
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// The approval park hand-off (semantics §5.2 step 4): the park must be the journal's open
+    /// request; the incarnation is snapshotted and a SUSPEND is written at the captured head with
+    /// the invocation's fence.
+    async fn hand_off(
+        &self,
+        route: &Route,
+        incarnation: &Incarnation,
+        park: &ApprovalRef,
+        observer: Option<&dyn Observer>,
+    ) -> Result<()> {
+        let uid = incarnation.id.as_str();
+        let records = self.journal.read(uid, 1, 0).await?;
+        let scan = ApprovalScan::scan(&records, 0)?;
+        let matches = scan
+            .selected()
+            .is_some_and(|gate| gate.is_pending() && gate.park_ref() == *park);
+        if !matches {
+            return Err(ControllerError::ReplayDiverged(format!(
+                "the park for tool call {:?} is not the session's open approval request",
+                park.tool_call_id
+            ))
+            .into());
+        }
+        let mut target = incarnation.clone();
+        target.recorded_checkpoint = history::recorded_checkpoint(&records, uid);
+        let snapshot = route
+            .backend
+            .runtime
+            .snapshot(&target, SnapshotKind::External)
+            .await
+            .map_err(runtime_err(RuntimeOp::Snapshot, uid))?;
+        let record = self
+            .journal
+            .append(
+                uid,
+                head_of(&records),
+                incarnation.fence_token,
+                lifecycle(LifecycleKind::Suspend, String::new(), Some(snapshot)),
+            )
+            .await?;
+        if let Some(observer) = observer {
+            observer.record(&record);
+        }
+        Ok(())
+    }
+
+    /// Resumes the session (semantics §4.3): re-drives an interrupted execution at most once per
+    /// effect, or does nothing when none is pending, and records LIFECYCLE RESUME.
+    ///
+    /// # Errors
+    /// As [`Placer::exec`], plus `RecordedHarnessNotServed`, `Controller(InheritedToolIntent)`; an
+    /// undecided approval comes back as `Controller(Parked)` without touching compute.
+    pub async fn resume(&self, call: ResumeCall) -> Result<ResumeOutcome> {
+        let uid = call.session.as_str();
+        let held = Arc::new(self.guards.try_take(uid)?);
+        let info = self.info(uid).await?;
+        let records = self.live_records(&info).await?;
+        let route = self.recorded_route(uid, &info, &records)?;
+        let head = head_of(&records);
+        if let Some(expected) = call.expected_last_seq
+            && expected != head
+        {
+            return Err(JournalError::Conflict {
+                session: uid.to_owned(),
+                expected,
+                actual: head,
+            }
+            .into());
+        }
+        let scan = ApprovalScan::scan(&records, 0)?;
+        if let Some(gate) = scan.selected()
+            && !gate.completed
+            && gate.receipt.is_none()
+        {
+            if gate.inherited {
+                return Err(ControllerError::InheritedToolIntent {
+                    tool_call_id: gate.call.id.clone(),
+                }
+                .into());
+            }
+            if gate.request_seq > 0 && gate.decision.is_none() {
+                // Waiting for a decision: no runtime work until one is recorded.
+                return Err(ControllerError::Parked(gate.park_ref()).into());
+            }
+        }
+        self.admit(&route, call.deadline).await?;
+        let checkpoint = history::recorded_checkpoint(&records, uid);
+        let source = if checkpoint.is_empty() {
+            SnapshotRef {
+                local: uid.to_owned(),
+                ..SnapshotRef::default()
+            }
+        } else {
+            checkpoint
+        };
+        let recorded = history::recorded_instance(&records, &route.name);
+        let runtime = &route.backend.runtime;
+        let restored = match runtime.as_instance_restorer() {
+            Some(restorer) => {
+                let read = move || Ok(recorded.clone());
+                restorer.restore_instance(&source, &read).await
+            }
+            None => runtime.restore(&source).await,
+        };
+        let mut incarnation = restored.map_err(runtime_err(RuntimeOp::Restore, uid))?;
+        let harness = self.dial(&route, &incarnation, call.deadline).await?;
+        Self::check_instance(uid, &route.name, &records, &incarnation)?;
+        let fence = self.journal.new_fence(uid).await?;
+        incarnation.fence_token = fence;
+        let observer = Arc::new(Tracked {
+            inner: call.observer.clone(),
+            held,
+        });
+        let controller = self.controller(
+            &route.name,
+            harness,
+            uid,
+            fence,
+            &incarnation.compute_instance,
+            observer,
+        );
+        match controller.resume_until(call.deadline).await {
+            Err(ControllerError::Parked(park)) => {
+                drop(controller);
+                self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
+                    .await?;
+                Err(ControllerError::Parked(park).into())
+            }
+            Err(e) => Err(e.into()),
+            Ok(outcome) => {
+                let head = self.journal.head(uid).await?;
+                let record = self
+                    .journal
+                    .append(
+                        uid,
+                        head,
+                        fence,
+                        lifecycle(LifecycleKind::Resume, String::new(), None),
+                    )
+                    .await?;
+                if let Some(observer) = &call.observer {
+                    observer.record(&record);
+                }
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// Records an approval decision (semantics §5.5) under the session guard. Never runs the
+    /// harness.
+    ///
+    /// # Errors
+    /// `SessionBusy`, `Journal(SessionNotFound)`, `DeletionPending`,
+    /// `Controller(InvalidApprovalDecision)`, journal failures.
+    pub async fn approve(&self, session: &str, decision: &ApprovalDecision) -> Result<LogRecord> {
+        let _held = self.guards.try_take(session)?;
+        let info = self.info(session).await?;
+        self.live_records(&info).await?;
+        let controller = Controller::new(
+            Arc::clone(&self.journal),
+            Arc::new(NoHarness),
+            Arc::clone(&self.model),
+            session,
+        )
+        .with_ids(Arc::clone(&self.ids));
+        Ok(controller.approve(decision, Timestamp::now()).await?)
+    }
+
+    /// Cancels the running execution of `session` (`execution_id` empty = the one running on
+    /// this host) and waits briefly for it to unwind (LIFECYCLE CANCEL and its END written).
+    /// Returns the cancelled execution id.
+    ///
+    /// # Errors
+    /// `Journal(SessionNotFound)`; `NothingToCancel` when nothing runs under that id here.
+    pub async fn cancel(&self, session: &str, execution_id: &str, reason: &str) -> Result<String> {
+        self.info(session).await?;
+        let execution = if execution_id.is_empty() {
+            self.guards.running_execution(session)
+        } else {
+            Some(execution_id.to_owned())
+        };
+        let reason = if reason.is_empty() {
+            "cancelled by request"
+        } else {
+            reason
+        };
+        let Some(execution) = execution.filter(|id| self.cancellations.cancel(id, reason)) else {
+            return Err(PlacementError::NothingToCancel {
+                session: session.to_owned(),
+                detail: if execution_id.is_empty() {
+                    String::new()
+                } else {
+                    format!(" under execution {execution_id:?}")
+                },
+            });
+        };
+        let unwound_by = tokio::time::Instant::now() + CANCEL_UNWIND_WAIT;
+        while self.guards.is_busy(session) && tokio::time::Instant::now() < unwound_by {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(execution)
+    }
+
+    /// Whether resuming `session` would run its turn on: a decided approval whose turn has not
+    /// finished (extensions §2: such a resume also needs exec).
+    ///
+    /// # Errors
+    /// Journal failures; an approval history that does not scan.
+    pub async fn resume_drives_effects(&self, session: &str) -> Result<bool> {
+        let records = self.journal.read(session, 1, 0).await?;
+        let scan = ApprovalScan::scan(&records, 0)?;
+        Ok(scan
+            .selected()
+            .is_some_and(|g| !g.inherited && !g.completed && g.decision.is_some()))
+    }
+}
