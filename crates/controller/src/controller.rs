@@ -21,12 +21,13 @@ pub use self::replay::ReplayReport;
 use crate::approval::{ApprovalScan, DecisionAdmission, ResumeStep};
 use crate::effects::Recorded;
 use crate::error::{ControllerError, Result};
-use crate::hooks::{Cancellations, IdSource, Observer, RandomIds, ToolExecutor};
+use crate::hooks::{Cancellations, IdSource, Observer, ToolExecutor};
 use crate::legacy::legacy_execution_id;
 use crate::log::{
     Execution, ExecutionLog, check_identity, history_for, history_of_log, legacy_tail,
     needs_identity_check, shared_history,
 };
+use crate::settings::TurnSettings;
 use crate::sink::{Mode, Sink, SinkContext};
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
@@ -86,13 +87,9 @@ pub struct Controller {
     /// [`Controller::minting_fence`]).
     mint_on_open: bool,
     registry_name: String,
-    tools: Option<Arc<dyn ToolExecutor>>,
     observer: Option<Arc<dyn Observer>>,
-    stream_deltas: bool,
-    policy: Option<ModelPolicy>,
+    settings: TurnSettings,
     compute_instance: String,
-    cancellations: Cancellations,
-    ids: Arc<dyn IdSource>,
     identity: IdentityContext,
 }
 
@@ -101,7 +98,7 @@ impl std::fmt::Debug for Controller {
         f.debug_struct("Controller")
             .field("session", &self.session)
             .field("registry_name", &self.registry_name)
-            .field("stream_deltas", &self.stream_deltas)
+            .field("stream_deltas", &self.settings.stream_deltas)
             .finish_non_exhaustive()
     }
 }
@@ -123,13 +120,9 @@ impl Controller {
             fence: Arc::new(AtomicI64::new(0)),
             mint_on_open: false,
             registry_name: String::new(),
-            tools: None,
             observer: None,
-            stream_deltas: false,
-            policy: None,
+            settings: TurnSettings::default(),
             compute_instance: String::new(),
-            cancellations: Cancellations::default(),
-            ids: Arc::new(RandomIds),
             identity: IdentityContext::default(),
         }
     }
@@ -165,10 +158,18 @@ impl Controller {
         self
     }
 
+    /// Takes every host-wide setting at once (tools, ids, cancellations, streaming, policy),
+    /// replacing what the single-setting builders set before.
+    #[must_use]
+    pub fn with_settings(mut self, settings: TurnSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// Runs controller-mediated and approved tool calls through `tools`.
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
-        self.tools = Some(tools);
+        self.settings.tools = Some(tools);
         self
     }
 
@@ -182,14 +183,14 @@ impl Controller {
     /// Asks providers to stream and relays their chunks to the observer as deltas.
     #[must_use]
     pub fn with_stream_deltas(mut self, stream: bool) -> Self {
-        self.stream_deltas = stream;
+        self.settings.stream_deltas = stream;
         self
     }
 
     /// Admits only the models of `policy`; its default is journaled per turn (extensions §4).
     #[must_use]
     pub fn with_policy(mut self, policy: ModelPolicy) -> Self {
-        self.policy = Some(policy);
+        self.settings.policy = Some(policy);
         self
     }
 
@@ -203,14 +204,14 @@ impl Controller {
     /// Registers running executions in `cancellations` so a Cancel can reach them.
     #[must_use]
     pub fn with_cancellations(mut self, cancellations: Cancellations) -> Self {
-        self.cancellations = cancellations;
+        self.settings.cancellations = cancellations;
         self
     }
 
     /// Takes execution and model-call ids from `ids`.
     #[must_use]
     pub fn with_ids(mut self, ids: Arc<dyn IdSource>) -> Self {
-        self.ids = ids;
+        self.settings.ids = ids;
         self
     }
 
@@ -223,7 +224,7 @@ impl Controller {
 
     /// The registry of running executions this controller uses.
     pub fn cancellations(&self) -> &Cancellations {
-        &self.cancellations
+        &self.settings.cancellations
     }
 
     fn require_session(&self) -> Result<()> {
@@ -270,7 +271,7 @@ impl Controller {
     }
 
     fn default_model(&self) -> Result<String> {
-        match &self.policy {
+        match &self.settings.policy {
             Some(policy) => policy
                 .resolve("")
                 .map_err(|e| ControllerError::InvalidModelPolicy(e.to_string())),
@@ -295,12 +296,9 @@ impl Controller {
             wire_execution_id: wire_execution_id.to_owned(),
             observer: self.observer.clone(),
             model: Arc::clone(&self.model),
-            stream_deltas: self.stream_deltas,
-            tools: self.tools.clone(),
-            policy: self.policy.clone(),
+            settings: self.settings.clone(),
             default_model,
             descriptor,
-            ids: Arc::clone(&self.ids),
             mode,
             legacy,
         }
@@ -355,7 +353,7 @@ impl Controller {
         }
         let default_model = self.default_model()?;
         let descriptor = self.describe(request.deadline).await?;
-        let execution_id = self.ids.execution_id();
+        let execution_id = self.settings.ids.execution_id();
         let head = records.last().map_or(0, |r| r.seq);
         let expected = request.expected_last_seq.unwrap_or(head);
         let marker = ExecutionStart {
@@ -425,7 +423,7 @@ impl Controller {
 
     /// Runs the harness until it returns, the execution is cancelled, or the deadline passes.
     async fn drive(&self, start: &Start, sink: &Sink, deadline: Option<SystemTime>) -> RunEnd {
-        let mut guard = self.cancellations.register(&start.execution_id);
+        let mut guard = self.settings.cancellations.register(&start.execution_id);
         let sleep = async {
             match Self::remaining(deadline) {
                 Some(left) => tokio::time::sleep(left).await,

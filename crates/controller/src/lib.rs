@@ -21,6 +21,7 @@
 //!   resume and decision rules at an open gate.
 //! - [`effects`] — the recorded effect cursor and matching rules.
 //! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`].
+//! - [`settings`] — [`TurnSettings`], what every turn of a host shares.
 //! - [`legacy`] — the compatibility id of v0.1.2 turns.
 //! - [`mod@error`] — [`ControllerError`].
 #![warn(missing_docs)]
@@ -32,8 +33,10 @@ pub mod error;
 pub mod hooks;
 pub mod legacy;
 pub mod log;
+pub mod settings;
 mod sink;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
 pub use hooks::{Cancellations, IdSource, Observer, RandomIds, ToolExecutor};
+pub use settings::TurnSettings;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use agentsessions_api::{
     ApiError, ApprovalRequest, Delta, DeltaSink, Descriptor, Event, EventBody, EventKind,
-    EventSink, Mediation, Message, ModelCall, ModelPolicy, ModelProvider, ModelRequest,
-    ModelResponse, Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
+    EventSink, Mediation, Message, ModelCall, ModelProvider, ModelRequest, ModelResponse,
+    Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
 };
 use agentsessions_journal::{Journal, LogRecord};
 use agentsessions_wire::model_input_hash;
@@ -22,7 +22,8 @@ use tokio::sync::Mutex;
 use crate::approval::{denial_receipt, receipt_consistent};
 use crate::effects::{self, Recorded};
 use crate::error::ControllerError;
-use crate::hooks::{IdSource, Observer, ToolExecutor};
+use crate::hooks::Observer;
+use crate::settings::TurnSettings;
 
 /// How the sink treats the recorded effect stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +47,10 @@ pub(crate) struct SinkContext {
     pub(crate) wire_execution_id: String,
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) model: Arc<dyn ModelProvider>,
-    pub(crate) stream_deltas: bool,
-    pub(crate) tools: Option<Arc<dyn ToolExecutor>>,
-    pub(crate) policy: Option<ModelPolicy>,
+    pub(crate) settings: TurnSettings,
     /// The execution's default model (ExecutionStart.model); empty leaves it to the provider.
     pub(crate) default_model: String,
     pub(crate) descriptor: Descriptor,
-    pub(crate) ids: Arc<dyn IdSource>,
     pub(crate) mode: Mode,
     pub(crate) legacy: bool,
 }
@@ -204,7 +202,7 @@ impl Sink {
         } else {
             request.model.clone()
         };
-        if let Some(policy) = &self.ctx.policy
+        if let Some(policy) = &self.ctx.settings.policy
             && !policy.allows(&model)
         {
             return Err(Self::latch(
@@ -218,14 +216,14 @@ impl Sink {
                 model: request.model.clone(),
                 params: Default::default(),
                 input_hash: model_input_hash(request),
-                id: self.ctx.ids.model_call_id(),
+                id: self.ctx.settings.ids.model_call_id(),
             };
             self.append(st, EventKind::ModelCall, EventBody::ModelCall(call))
                 .await?;
         }
         let mut provider_request = request.clone();
         provider_request.model = model;
-        let relay = match (&self.ctx.observer, self.ctx.stream_deltas) {
+        let relay = match (&self.ctx.observer, self.ctx.settings.stream_deltas) {
             (Some(observer), true) => Some(DeltaRelay {
                 observer: observer.as_ref(),
                 execution_id: &self.ctx.wire_execution_id,
@@ -260,7 +258,7 @@ impl Sink {
     }
 
     async fn execute(&self, call: &ToolCall) -> ApiResult<ToolResult> {
-        let Some(tools) = &self.ctx.tools else {
+        let Some(tools) = &self.ctx.settings.tools else {
             return Err(refusal(
                 StatusCode::FailedPrecondition,
                 "no tool executor configured",
@@ -333,7 +331,7 @@ impl Sink {
         }
         let decision = gate.decision;
         let mut receipt = if decision.approved {
-            if self.ctx.tools.is_none() {
+            if self.ctx.settings.tools.is_none() {
                 return Err(Self::latch(st, ControllerError::MissingToolExecutor, true));
             }
             match self.execute(&call).await {

@@ -78,6 +78,17 @@ pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Ses
     Ok(render_placed(info, &tail, running, compute))
 }
 
+/// A listing's Session: the journal's compute state, no runtime asked, so a page costs one tail
+/// read per session and never waits on a backend (GetSession asks the runtime).
+///
+/// # Errors
+/// Journal read failures.
+pub(crate) async fn render_listed(placer: &Placer, info: SessionInfo) -> Result<pb::Session> {
+    let running = placer.is_busy(&info.row.uid);
+    let tail = tail(placer.journal().as_ref(), &info.row.uid, info.last_seq).await?;
+    Ok(render_with(info, &tail, running))
+}
+
 /// [`render`] with the tail already read and the journal's compute state, no runtime asked.
 pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::Session {
     let compute = SessionCompute::recorded(&info);

@@ -20,7 +20,7 @@ use tonic::Request;
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
-use crate::render::{Tail, record_to_pb, render, render_with, tail};
+use crate::render::{Tail, record_to_pb, render, render_listed, render_with, tail};
 use crate::requests::{ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid};
 use crate::rpc::{Incoming, Rpc, finished, unary};
 use crate::streams::{ExecFeed, ExecStream, ReplayStream, replay, replay_channel};
@@ -255,7 +255,7 @@ impl Inner {
             .await?;
         let mut sessions = Vec::with_capacity(page.sessions.len());
         for info in page.sessions {
-            sessions.push(self.rendered_info(info).await?);
+            sessions.push(render_listed(&self.placer, info).await?);
         }
         Ok(pb::ListSessionsResponse {
             sessions,

@@ -89,7 +89,7 @@ impl Placer {
         let mut provisioned: Vec<Incarnation> = Vec::with_capacity(call.count);
         let mut children = Vec::with_capacity(call.count);
         for _ in 0..call.count {
-            let child = self.ids.session_uid();
+            let child = self.settings.ids.session_uid();
             match self.fork_child(&route, &source, parent, at, &child).await {
                 Ok(incarnation) => {
                     provisioned.push(incarnation);

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use agentsessions_api::{
     ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelProvider, SnapshotRef,
 };
-use agentsessions_controller::{Cancellations, IdSource, RandomIds, ToolExecutor};
+use agentsessions_controller::{IdSource, ToolExecutor, TurnSettings};
 use agentsessions_journal::{Journal, LogRecord, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
@@ -56,17 +56,15 @@ pub struct Placer {
     model: Arc<dyn ModelProvider>,
     registry: Registry,
     guards: SessionGuards,
-    cancellations: Cancellations,
-    tools: Option<Arc<dyn ToolExecutor>>,
-    ids: Arc<dyn IdSource>,
-    stream_deltas: bool,
+    /// What every controller this placer builds shares.
+    settings: TurnSettings,
 }
 
 impl std::fmt::Debug for Placer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Placer")
             .field("registry", &self.registry)
-            .field("stream_deltas", &self.stream_deltas)
+            .field("stream_deltas", &self.settings.stream_deltas)
             .finish_non_exhaustive()
     }
 }
@@ -108,10 +106,7 @@ impl Placer {
             model,
             registry,
             guards: SessionGuards::default(),
-            cancellations: Cancellations::default(),
-            tools: None,
-            ids: Arc::new(RandomIds),
-            stream_deltas: false,
+            settings: TurnSettings::default(),
         }
     }
 
@@ -119,21 +114,21 @@ impl Placer {
     /// (STYLE rule 3: ids are inputs), e.g. for deterministic tests.
     #[must_use]
     pub fn with_ids(mut self, ids: Arc<dyn IdSource>) -> Self {
-        self.ids = ids;
+        self.settings.ids = ids;
         self
     }
 
     /// Runs controller-mediated and approved tool calls through `tools`.
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
-        self.tools = Some(tools);
+        self.settings.tools = Some(tools);
         self
     }
 
     /// Whether turns ask providers to stream deltas (transport only).
     #[must_use]
     pub fn with_stream_deltas(mut self, stream: bool) -> Self {
-        self.stream_deltas = stream;
+        self.settings.stream_deltas = stream;
         self
     }
 
@@ -149,7 +144,7 @@ impl Placer {
 
     /// A fresh session uid from the placer's id source, for a session the host creates.
     pub fn new_session_uid(&self) -> String {
-        self.ids.session_uid()
+        self.settings.ids.session_uid()
     }
 
     /// Whether an operation holds `session` on this host.

@@ -136,23 +136,17 @@ impl Placer {
         instance: &str,
         observer: Arc<dyn Observer>,
     ) -> Controller {
-        let controller = Controller::new(
+        Controller::new(
             Arc::clone(&self.journal),
             harness,
             Arc::clone(&self.model),
             session,
         )
+        .with_settings(self.settings.clone())
         .with_fence(fence)
-        .with_ids(Arc::clone(&self.ids))
         .with_registry_name(name)
-        .with_cancellations(self.cancellations.clone())
-        .with_stream_deltas(self.stream_deltas)
         .with_compute_instance(instance)
-        .with_observer(observer);
-        match &self.tools {
-            Some(tools) => controller.with_tools(Arc::clone(tools)),
-            None => controller,
-        }
+        .with_observer(observer)
     }
 
     /// Runs one turn (semantics §2.3).
@@ -402,7 +396,7 @@ impl Placer {
             Arc::clone(&self.model),
             session,
         )
-        .with_ids(Arc::clone(&self.ids));
+        .with_settings(self.settings.clone());
         Ok(controller.approve(decision, Timestamp::now()).await?)
     }
 
@@ -424,7 +418,8 @@ impl Placer {
         } else {
             reason
         };
-        let Some(execution) = execution.filter(|id| self.cancellations.cancel(id, reason)) else {
+        let Some(execution) = execution.filter(|id| self.settings.cancellations.cancel(id, reason))
+        else {
             return Err(PlacementError::NothingToCancel {
                 session: session.to_owned(),
                 detail: if execution_id.is_empty() {

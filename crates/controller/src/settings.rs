@@ -1,0 +1,47 @@
+//! [`TurnSettings`]: what every turn a host drives shares, held once by whoever builds
+//! controllers (the placer, a test) and handed to each controller and its sink whole, so a new
+//! setting is added in one place instead of threaded through three builders.
+
+use std::sync::Arc;
+
+use agentsessions_api::ModelPolicy;
+
+use crate::hooks::{Cancellations, IdSource, RandomIds, ToolExecutor};
+
+/// The host-wide settings of a turn.
+#[derive(Clone)]
+pub struct TurnSettings {
+    /// Runs controller-mediated and approved tool calls; `None` refuses them.
+    pub tools: Option<Arc<dyn ToolExecutor>>,
+    /// Where execution, model-call and session ids come from (random unless a test fixes them).
+    pub ids: Arc<dyn IdSource>,
+    /// The running executions Cancel can reach; shared by every controller of a host.
+    pub cancellations: Cancellations,
+    /// Whether providers are asked to stream, with chunks relayed as deltas (transport only).
+    pub stream_deltas: bool,
+    /// The models a turn may use; its default is journaled per turn (extensions §4).
+    pub policy: Option<ModelPolicy>,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        Self {
+            tools: None,
+            ids: Arc::new(RandomIds),
+            cancellations: Cancellations::default(),
+            stream_deltas: false,
+            policy: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TurnSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnSettings")
+            .field("tools", &self.tools.is_some())
+            .field("ids", &self.ids)
+            .field("stream_deltas", &self.stream_deltas)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
