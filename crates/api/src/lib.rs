@@ -7,6 +7,7 @@
 //! future (the seed's `context.Context`).
 //!
 //! Module map:
+//! - [`catalog`]: [`ToolCatalog`] and [`OfferedTool`], the tools a host offers its harnesses.
 //! - [`content`]: messages, parts, tool calls/results, model requests and responses, approvals.
 //! - [`event`]: [`Event`], [`EventKind`], the typed [`EventBody`], lifecycle and execution start.
 //! - [`session`]: [`Session`] and its state axes, snapshots, compute refs, caller identity.
@@ -23,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod authz;
+pub mod catalog;
 pub mod content;
 pub mod error;
 pub mod event;
@@ -36,6 +38,7 @@ pub mod session;
 mod testutil;
 
 pub use authz::*;
+pub use catalog::*;
 pub use content::*;
 pub use error::*;
 pub use event::*;
