@@ -17,6 +17,8 @@
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
 //!   the id formats and checks every backend shares.
+//! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
+//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
 //! - `conformance` (feature `test-util`): the behavioral suite every backend runs.
 #![warn(missing_docs)]
 
@@ -35,6 +37,8 @@ pub mod projection;
 pub mod record;
 pub mod rules;
 pub mod sqlite;
+pub mod stored;
+pub mod writer_queue;
 
 pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,

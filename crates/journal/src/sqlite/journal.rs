@@ -12,7 +12,6 @@ use crate::error::{JournalError, Result};
 use crate::journal::{
     HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
 };
-use crate::page_token::PageCursor;
 use crate::record::LogRecord;
 use crate::rules;
 
@@ -127,16 +126,9 @@ impl Journal for SqliteJournal {
     }
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
-        let cursor = PageCursor::decode(&query.page_token)?;
-        rules::check_owner_filter(query.owner.as_ref())?;
-        let size = query.effective_size();
-        let project = if query.project.is_empty() {
-            self.default_project.clone()
-        } else {
-            query.project.clone()
-        };
+        let plan = rules::ListPlan::new(&query, &self.default_project)?;
         self.with_reader(move |conn| {
-            let (after_time, after_uid, has_cursor) = match &cursor {
+            let (after_time, after_uid, has_cursor) = match &plan.cursor {
                 Some(c) => (c.created_at_ns, c.uid.clone(), 1),
                 None => (0, String::new(), 0),
             };
@@ -156,14 +148,13 @@ impl Journal for SqliteJournal {
                  LIMIT ?5",
                 codec::SESSION_COLUMNS
             ))?;
-            let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
             let owner = query.owner.unwrap_or_default();
             let mut rows = stmt.query(params![
-                project,
+                plan.project,
                 has_cursor,
                 after_time,
                 after_uid,
-                limit,
+                plan.fetch_limit(),
                 owner.issuer,
                 owner.subject
             ])?;
@@ -171,9 +162,7 @@ impl Journal for SqliteJournal {
             while let Some(row) = rows.next()? {
                 sessions.push(codec::session_info_from_row(row)?);
             }
-            let more = sessions.len() > size;
-            sessions.truncate(size);
-            Ok(rules::page_of(sessions, more))
+            Ok(plan.page(sessions))
         })
         .await
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use agentsessions_api::Event;
 use rusqlite::{Connection, params};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 pub use self::options::{Durability, SqliteOptions};
 use self::readers::{READ_POOL, open_reader};
@@ -27,6 +27,7 @@ use crate::chain::{ChainFault, ChainSummary, ChainVerifier, RawRecord};
 use crate::error::{JournalError, Result};
 use crate::record::LogRecord;
 use crate::rules;
+use crate::writer_queue::{self, Ack};
 
 /// Rows [`SqliteJournal::verify_session`] reads ahead of the hashing.
 const VERIFY_PART: usize = 4096;
@@ -166,13 +167,8 @@ impl SqliteJournal {
         .await
     }
 
-    pub(super) async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
-        let (ack, done) = oneshot::channel();
-        self.writer
-            .send(make(ack))
-            .await
-            .map_err(|_| JournalError::Closed)?;
-        done.await.map_err(|_| JournalError::Closed)?
+    pub(super) async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> Command) -> Result<T> {
+        writer_queue::request(&self.writer, make).await
     }
 
     /// Raw stored rows of a session's chain in seq order (a fork child's prefix from its

@@ -328,12 +328,7 @@ impl Writer {
         let conn = &self.conn;
         let project = self.default_project.as_str();
         let head = cached_head(&mut self.heads, conn, session)?;
-        match fence {
-            Some(fence) => {
-                rules::check_append(session, expected_last_seq, head.seq, fence, head.fence)?;
-            }
-            None => rules::check_append(session, expected_last_seq, head.seq, head.fence, 0)?,
-        }
+        rules::check_append_or_mint(session, expected_last_seq, head.seq, fence, head.fence)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -386,19 +381,13 @@ impl Writer {
         let conn = &self.conn;
         let head = cached_head(&mut self.heads, conn, parent)?.seq;
         let parent_row = fork_parent_columns(conn, parent)?;
-        if head == 0 && parent_row.is_none() {
-            return Err(JournalError::SessionNotFound(parent.to_owned()));
-        }
-        rules::check_fork_seq(parent, at_seq, head)?;
+        rules::check_fork_parent(parent, at_seq, head, parent_row.is_some())?;
         if session_taken(conn, child)? {
             return Err(JournalError::SessionExists(child.to_owned()));
         }
         let segments = prefix::segments(conn, parent)?;
-        let fork_hash = prefix::hash_at(conn, &segments, at_seq)?.ok_or_else(|| {
-            JournalError::InvalidArgument(format!(
-                "session {parent} has no stored record at seq {at_seq} to fork from"
-            ))
-        })?;
+        let fork_hash = prefix::hash_at(conn, &segments, at_seq)?
+            .ok_or_else(|| rules::no_record_to_fork(parent, at_seq))?;
         let state = prefix::state_at(conn, &segments, at_seq)?;
         let inherited = parent_row.unwrap_or_else(|| ForkedColumns {
             project: self.default_project.clone(),

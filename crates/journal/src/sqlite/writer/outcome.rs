@@ -1,14 +1,12 @@
 //! What the writer tells its callers: each command's result held until its batch is durable,
 //! and the one error a whole failed batch gets.
 
-use tokio::sync::oneshot;
-
 use super::Command;
 use crate::error::{JournalError, Result, is_contention};
 use crate::journal::{HarnessRow, RegisterOutcome};
 use crate::record::LogRecord;
 
-pub(super) type Ack<T> = oneshot::Sender<Result<T>>;
+pub(super) use crate::writer_queue::Ack;
 
 /// A command's result held until its batch is durable.
 pub(super) enum Done {

@@ -13,6 +13,7 @@ use crate::projection::project_compute_state;
 use crate::record::LogRecord;
 use crate::rules;
 use crate::sqlite::{codec, prefix};
+use crate::stored::{EncodedRow, StoredHarness};
 
 pub(super) fn load_head(conn: &Connection, session: &str) -> Result<SessionHead> {
     let own: Option<(i64, String)> = conn
@@ -146,14 +147,12 @@ pub(super) fn put_session(
     default_project: &str,
 ) -> Result<()> {
     if let Some(link) = prefix::link(conn, &row.uid)? {
-        rules::check_lineage_kept(&row, &link.parent, link.fork_seq)?;
+        rules::check_lineage_kept(
+            &row.uid,
+            (&row.parent_uid, row.fork_seq),
+            (&link.parent, link.fork_seq),
+        )?;
     }
-    let project = if row.project.is_empty() {
-        default_project.to_owned()
-    } else {
-        row.project
-    };
-    let created = row.created_at.map_or(0, Timestamp::unix_nanos);
     let stored_owner = conn
         .prepare_cached("SELECT owner_issuer, owner_subject FROM sessions WHERE session = ?1")?
         .query_row([&row.uid], |r| {
@@ -165,6 +164,13 @@ pub(super) fn put_session(
         .optional()?
         .unwrap_or_default();
     let owner = rules::owner_after(&row.uid, &stored_owner, &row.owner)?;
+    let row = EncodedRow::new(row)?;
+    let project = if row.project.is_empty() {
+        default_project
+    } else {
+        &row.project
+    };
+    let created = row.created_at.unwrap_or(0);
     conn.prepare_cached(
         "INSERT INTO sessions(session, project, name, harness, model, parent_uid, fork_seq,
                               labels, annotations, origin, identity, created_at, updated_at,
@@ -190,10 +196,10 @@ pub(super) fn put_session(
         row.model,
         row.parent_uid,
         row.fork_seq,
-        codec::encode_map(&row.labels),
-        codec::encode_map(&row.annotations),
-        codec::encode_origin(row.origin.as_ref())?,
-        codec::encode_identity(&row.identity)?,
+        row.labels,
+        row.annotations,
+        row.origin,
+        row.identity,
         created,
         now,
         owner.issuer,
@@ -358,6 +364,7 @@ pub(super) fn load_harness(conn: &Connection, name: &str) -> Result<Option<Harne
 }
 
 pub(super) fn store_harness(conn: &Connection, h: &HarnessRow) -> Result<()> {
+    let h = StoredHarness::of(h);
     conn.prepare_cached(
         "INSERT INTO harnesses(name, uid, spec, spec_digest, state, retire_reason, retired_at,
                                created_at, updated_at)
@@ -371,11 +378,11 @@ pub(super) fn store_harness(conn: &Connection, h: &HarnessRow) -> Result<()> {
         h.uid,
         h.spec,
         h.spec_digest,
-        codec::harness_state_str(h.state),
+        h.state,
         h.retire_reason,
-        h.retired_at.map_or(0, Timestamp::unix_nanos),
-        h.created_at.unix_nanos(),
-        h.updated_at.unix_nanos(),
+        h.retired_at,
+        h.created_at,
+        h.updated_at,
     ])?;
     Ok(())
 }
