@@ -21,7 +21,6 @@
 //! - `connection`: connecting, prepared statements, the read pool and reconnection.
 //! - `codec`: column encodings shared with the SQLite layout.
 //! - `failure`: how Postgres errors map onto [`JournalError`](agentsessions_journal::JournalError).
-//! - `rules`: the journal rules this backend applies (CAS before fence, registry decisions).
 //! - `options`: [`PostgresOptions`].
 //!
 //! Connections are plain TCP (`NoTls`); TLS to a remote database is a follow-up.
@@ -31,7 +30,6 @@ mod connection;
 mod failure;
 mod journal;
 mod options;
-mod rules;
 mod schema;
 mod writer;
 

@@ -29,19 +29,17 @@ use std::time::Duration;
 use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use agentsessions_journal::chain::PreparedEvent;
 use agentsessions_journal::projection::{marks_deletion, project_compute_state};
-use agentsessions_journal::{JournalError, LogRecord, Result};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use agentsessions_journal::writer_queue::Ack;
+use agentsessions_journal::{JournalError, LogRecord, rules};
+use tokio::sync::{Mutex, mpsc};
 
-use crate::codec::{EncodedRow, StoredSession};
+use crate::codec::{EncodedRow, StoredSession, stored_session};
 use crate::connection::{Conn, Target};
 use crate::failure::{commit_failed, connection_lost, outcome_unknown, rerun_batch};
-use crate::rules;
 use crate::schema::SCHEMA_VERSION;
 
 /// Runs of one batch before its callers are failed (deadlock, duplicate key, lost connection).
 const MAX_ATTEMPTS: u32 = 4;
-
-type Ack<T> = oneshot::Sender<Result<T>>;
 
 /// A write the writer tasks perform.
 #[derive(Debug)]
@@ -372,7 +370,7 @@ async fn run_batch(
         .collect::<std::result::Result<_, tokio_postgres::Error>>()?;
     let mut slots: HashMap<String, Slot> = HashMap::with_capacity(locked.len());
     for row in &locked {
-        let row = StoredSession::from_row(row)?;
+        let row = stored_session(row)?;
         slots.insert(
             row.session.clone(),
             Slot {
@@ -517,14 +515,9 @@ fn apply<'a>(
         } => {
             let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
             let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
-            let checked = match fence {
-                Some(fence) => {
-                    rules::check_append(session, *expected_last_seq, seq, *fence, current_fence)
-                }
-                // Minting: only the cursor is checked, before the fence moves.
-                None => rules::check_append(session, *expected_last_seq, seq, current_fence, 0),
-            };
-            if let Err(e) = checked {
+            if let Err(e) =
+                rules::check_append_or_mint(session, *expected_last_seq, seq, *fence, current_fence)
+            {
                 return Outcome::Refused(e);
             }
             if prepared.is_empty() {
@@ -573,8 +566,11 @@ fn apply<'a>(
         }
         Command::PutSession { row, .. } => {
             if let Some(link) = links.get(session)
-                && let Err(e) =
-                    rules::check_lineage_kept(session, &row.parent_uid, row.fork_seq, link)
+                && let Err(e) = rules::check_lineage_kept(
+                    session,
+                    (&row.parent_uid, row.fork_seq),
+                    (&link.0, link.1),
+                )
             {
                 return Outcome::Refused(e);
             }
