@@ -16,7 +16,6 @@ use agentsessions_journal::{
 };
 use async_trait::async_trait;
 use tokio::sync::{Mutex, mpsc};
-use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 
 use crate::codec::{self, EncodedRow, StoredHarness};
@@ -24,6 +23,7 @@ use crate::connection::{Conn, Pool, Target, with_conn};
 use crate::failure::{DbError, commit_failed, connection_lost, outcome_unknown};
 use crate::options::{PostgresOptions, quoted_schema};
 use crate::schema;
+use crate::tasks::Tasks;
 use crate::writer::{Command, Writer};
 
 /// A journal in a Postgres schema. Any number of instances, in one process or on many hosts,
@@ -31,15 +31,24 @@ use crate::writer::{Command, Writer};
 /// its session's row lock, so each seq has exactly one winner and a fence minted anywhere
 /// refuses older writers everywhere.
 ///
-/// Cheap to share behind an `Arc`. Dropping it lets the writer tasks commit what is queued and
-/// stop; [`PostgresJournal::close`] does the same and waits for them.
+/// Cheap to share behind an `Arc`. [`PostgresJournal::close`] lets the writer tasks commit and
+/// acknowledge what is queued and waits for every task the journal started. Dropping it without
+/// `close` stops those tasks at once: no caller is waiting then (each call borrows the journal),
+/// and a batch cut off in flight is rolled back by the server unless its COMMIT had arrived.
 #[derive(Debug)]
 pub struct PostgresJournal {
     target: Arc<Target>,
     writer: mpsc::Sender<Command>,
-    writers: Vec<JoinHandle<()>>,
+    /// The writer tasks and every connection's driver.
+    tasks: Arc<Tasks>,
     pool: Pool,
     default_project: String,
+}
+
+impl Drop for PostgresJournal {
+    fn drop(&mut self) {
+        self.tasks.abort_all();
+    }
 }
 
 impl PostgresJournal {
@@ -63,7 +72,28 @@ impl PostgresJournal {
         if config.get_application_name().is_none() {
             config.application_name("agentsessions-journal");
         }
-        let target = Arc::new(Target::new(config, quoted));
+        let tasks = Arc::new(Tasks::default());
+        let target = Arc::new(Target::new(config, quoted, Arc::clone(&tasks)));
+        let started = Self::start(&target, &tasks, &options).await;
+        if started.is_err() {
+            tasks.abort_all();
+        }
+        let (writer, first_reader) = started?;
+        Ok(Self {
+            pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
+            target,
+            writer,
+            tasks,
+            default_project: options.default_project,
+        })
+    }
+
+    /// Migrates the schema, starts the writer tasks and opens the first read connection.
+    async fn start(
+        target: &Arc<Target>,
+        tasks: &Tasks,
+        options: &PostgresOptions,
+    ) -> Result<(mpsc::Sender<Command>, Conn)> {
         let mut client = target.open().await?;
         schema::migrate(
             &mut client,
@@ -75,37 +105,32 @@ impl PostgresJournal {
         .map_err(DbError::into_read_error)?;
         drop(client);
 
+        // Bounded: when the database falls behind, appenders wait for room (back-pressure)
+        // rather than queueing without limit; the default depth is many full batches per writer,
+        // so the writers never wait for callers while any are queued.
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let queue = Arc::new(Mutex::new(rx));
-        let mut writers = Vec::with_capacity(options.writers.max(1));
         for _ in 0..options.writers.max(1) {
             let conn = target.connect().await?;
             let writer = Writer::new(
-                Arc::clone(&target),
+                Arc::clone(target),
                 Some(conn),
                 options.default_project.clone(),
                 options.max_batch,
             );
-            writers.push(tokio::spawn(writer.run(Arc::clone(&queue))));
+            tasks.spawn(writer.run(Arc::clone(&queue)));
         }
-        let first_reader = target.connect().await?;
-        Ok(Self {
-            pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
-            target,
-            writer: tx,
-            writers,
-            default_project: options.default_project,
-        })
+        Ok((tx, target.connect().await?))
     }
 
-    /// Stops accepting writes, lets the writers commit and acknowledge everything queued, and
-    /// waits for them.
-    pub async fn close(self) {
-        drop(self.writer);
-        for handle in self.writers {
-            // A writer that panicked has dropped its callers' acks; they already see `Closed`.
-            drop(handle.await);
-        }
+    /// Stops accepting writes, lets the writers commit and acknowledge everything queued, closes
+    /// the pooled connections and waits for every task the journal started to end.
+    pub async fn close(mut self) {
+        // Swapping in a sender whose receiver is already gone closes the writers' queue.
+        let (closed, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.writer, closed));
+        self.pool.close();
+        self.tasks.join_all().await;
     }
 
     /// The schema this journal uses, quoted.

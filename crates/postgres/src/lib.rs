@@ -22,6 +22,7 @@
 //! - `codec`: column encodings shared with the SQLite layout.
 //! - `failure`: how Postgres errors map onto [`JournalError`](agentsessions_journal::JournalError).
 //! - `options`: [`PostgresOptions`].
+//! - `tasks`: the writer tasks and connection drivers each journal owns and stops.
 //!
 //! Connections are plain TCP (`NoTls`); TLS to a remote database is a follow-up.
 
@@ -31,6 +32,7 @@ mod failure;
 mod journal;
 mod options;
 mod schema;
+mod tasks;
 mod writer;
 
 pub use journal::PostgresJournal;

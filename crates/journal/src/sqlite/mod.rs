@@ -115,6 +115,9 @@ impl SqliteJournal {
             Some(wal) => Syncer::spawn(wal, Arc::clone(&watermark))?,
             None => Syncer::InCommit,
         };
+        // Bounded: when the disk falls behind, appenders wait for room (back-pressure) rather
+        // than queueing without limit; the default depth is several full batches, so the writer
+        // never idles while callers are waiting.
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = Writer::new(
             conn,
@@ -211,6 +214,8 @@ impl SqliteJournal {
             let runs = prefix::segments(conn, &session)?;
             let mut stmt = conn.prepare_cached(prefix::RAW_RANGE)?;
             std::thread::scope(|scope| {
+                // One part waits while the next is read: enough to overlap reading and hashing,
+                // and the chain in memory stays at most three parts.
                 let (to_verifier, parts) = std::sync::mpsc::sync_channel::<Vec<RawRecord>>(1);
                 let verifier = scope.spawn(move || {
                     let mut verifier = ChainVerifier::new();
