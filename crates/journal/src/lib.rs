@@ -19,7 +19,8 @@
 //!   the id formats and checks every backend shares.
 //! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
 //! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
-//! - `conformance` (feature `test-util`): the behavioral suite every backend runs.
+//! - `conformance`, `testing` (feature `test-util`): the behavioral suite every backend runs,
+//!   and the fixtures backend tests share.
 #![warn(missing_docs)]
 
 pub mod audit;
@@ -38,6 +39,8 @@ pub mod record;
 pub mod rules;
 pub mod sqlite;
 pub mod stored;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod writer_queue;
 
 pub use chain::{
