@@ -1,6 +1,9 @@
-//! Events and steps the tests of every backend build on (feature `test-util`), so that the
-//! conformance suite and each backend's own tests write their fixtures once.
+//! Events and steps the tests and benchmarks of every backend build on (feature `test-util`), so
+//! that the conformance suite and each backend's own tests write their fixtures once.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+
+use std::fmt::Display;
+use std::time::Duration;
 
 use agentsessions_api::{Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message};
 
@@ -14,6 +17,26 @@ pub fn input(text: &str) -> Event {
         EventBody::Message(Message::text_message("user", text)),
     )
     .with_execution("exec-1")
+}
+
+/// A model OUTPUT about the size of a typical turn, numbered `i`: what the benchmarks append.
+pub fn turn_event(i: impl Display) -> Event {
+    Event::new(
+        EventKind::Output,
+        EventBody::Message(Message::text_message(
+            "assistant",
+            format!("response {i}: the quick brown fox jumps over the lazy dog, twice over."),
+        )),
+    )
+    .with_execution("a1b2c3d4e5f60718")
+}
+
+/// The value at `per_mille`/1000 of a sorted sample (nearest rank).
+pub fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(sorted.len() - 1) * per_mille / 1000]
 }
 
 /// The FORK marker a child opens with: `parent@at`.

@@ -26,9 +26,9 @@
 //! seq is refused by SQLite whatever the cache says. Each session's `sessions` row is touched
 //! once per batch, not once per append.
 //!
-//! Rooms: this module is the batch loop and the head cache; [`sync`] makes committed batches
-//! durable (the watermark and `journal-sync`); [`outcome`] holds each caller's result until
-//! then; [`statements`] is the SQL.
+//! Module map: this module is the batch loop and the head cache; `sync` makes committed batches
+//! durable (the watermark and `journal-sync`); `outcome` holds each caller's result until then;
+//! `statements` is the SQL text with the helpers that run it.
 
 mod outcome;
 mod statements;
@@ -47,8 +47,8 @@ use self::statements::{
     mark_reclaimed, new_fence, put_session, register, reserve, retire, session_taken,
     touch_session_rows,
 };
-use self::sync::sync_failed;
-pub(crate) use self::sync::{Batch, Syncer, Watermark};
+use self::sync::{Batch, sync_failed};
+pub(crate) use self::sync::{Syncer, Watermark};
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::journal::{HarnessRow, RegisterOutcome, SessionRow};
