@@ -146,14 +146,14 @@ impl PostgresJournal {
         fence: Option<i64>,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        let events = rules::prepare_batch(session, events, fence.is_none())?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
+        writer_queue::append(
+            &self.writer,
+            Command::Append,
+            session,
             expected_last_seq,
             fence,
             events,
-            ack,
-        })
+        )
         .await
     }
 

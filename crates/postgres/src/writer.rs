@@ -27,9 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
-use agentsessions_journal::chain::PreparedEvent;
 use agentsessions_journal::projection::{marks_deletion, project_compute_state};
-use agentsessions_journal::writer_queue::Ack;
+use agentsessions_journal::writer_queue::{Ack, Append};
 use agentsessions_journal::{JournalError, LogRecord, rules};
 use tokio::sync::{Mutex, mpsc};
 
@@ -44,29 +43,16 @@ const MAX_ATTEMPTS: u32 = 4;
 /// A write the writer tasks perform.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Append {
-        session: String,
-        expected_last_seq: i64,
-        /// The writer's fence, or `None` to mint the next one in the same transaction.
-        fence: Option<i64>,
-        events: Vec<PreparedEvent>,
-        ack: Ack<Vec<LogRecord>>,
-    },
-    NewFence {
-        session: String,
-        ack: Ack<i64>,
-    },
-    PutSession {
-        row: Box<EncodedRow>,
-        ack: Ack<()>,
-    },
+    Append(Append),
+    NewFence { session: String, ack: Ack<i64> },
+    PutSession { row: Box<EncodedRow>, ack: Ack<()> },
 }
 
 impl Command {
     fn fail(self, err: JournalError) {
         // A caller that stopped waiting has nothing to be told.
         match self {
-            Self::Append { ack, .. } => drop(ack.send(Err(err))),
+            Self::Append(Append { ack, .. }) => drop(ack.send(Err(err))),
             Self::NewFence { ack, .. } => drop(ack.send(Err(err))),
             Self::PutSession { ack, .. } => drop(ack.send(Err(err))),
         }
@@ -253,7 +239,7 @@ fn unconnected(e: &JournalError) -> JournalError {
 fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
     for (cmd, outcome) in commands.into_iter().zip(outcomes) {
         match (cmd, outcome) {
-            (Command::Append { events, ack, .. }, Outcome::Appended(fence, envelopes)) => {
+            (Command::Append(Append { events, ack, .. }), Outcome::Appended(fence, envelopes)) => {
                 let records = events
                     .into_iter()
                     .zip(envelopes)
@@ -279,7 +265,7 @@ fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
 
 fn session_of(cmd: &Command) -> &str {
     match cmd {
-        Command::Append { session, .. } | Command::NewFence { session, .. } => session,
+        Command::Append(Append { session, .. }) | Command::NewFence { session, .. } => session,
         Command::PutSession { row, .. } => &row.uid,
     }
 }
@@ -302,7 +288,7 @@ async fn run_batch(
         let session = session_of(cmd);
         lock.insert(session);
         match cmd {
-            Command::Append { events, .. } => {
+            Command::Append(Append { events, .. }) => {
                 want_head.insert(session);
                 if !events.is_empty() {
                     need_row.insert(session);
@@ -507,12 +493,12 @@ fn apply<'a>(
         })
     };
     match cmd {
-        Command::Append {
+        Command::Append(Append {
             expected_last_seq,
             fence,
             events: prepared,
             ..
-        } => {
+        }) => {
             let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
             let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
             if let Err(e) =

@@ -26,7 +26,6 @@ use self::writer::{Command, Syncer, Watermark, Writer};
 use crate::chain::{ChainFault, ChainSummary, ChainVerifier, RawRecord};
 use crate::error::{JournalError, Result};
 use crate::record::LogRecord;
-use crate::rules;
 use crate::writer_queue::{self, Ack};
 
 /// Rows [`SqliteJournal::verify_session`] reads ahead of the hashing.
@@ -159,14 +158,14 @@ impl SqliteJournal {
         fence: Option<i64>,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        let events = rules::prepare_batch(session, events, fence.is_none())?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
+        writer_queue::append(
+            &self.writer,
+            Command::Append,
+            session,
             expected_last_seq,
             fence,
             events,
-            ack,
-        })
+        )
         .await
     }
 

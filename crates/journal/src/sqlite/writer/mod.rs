@@ -56,6 +56,7 @@ use crate::projection::marks_deletion;
 use crate::record::LogRecord;
 use crate::rules;
 use crate::sqlite::prefix;
+use crate::writer_queue::Append;
 
 /// Most commands committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
@@ -66,14 +67,7 @@ const MAX_CACHED_SESSIONS: usize = 16_384;
 /// A write the thread performs.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Append {
-        session: String,
-        expected_last_seq: i64,
-        /// The writer's fence, or `None` to mint the next one in the same commit.
-        fence: Option<i64>,
-        events: Vec<PreparedEvent>,
-        ack: Ack<Vec<LogRecord>>,
-    },
+    Append(Append),
     NewFence {
         session: String,
         ack: Ack<i64>,
@@ -266,7 +260,7 @@ impl Writer {
     }
 
     fn apply(&mut self, cmd: Command, now: i64) -> Done {
-        if !matches!(cmd, Command::Append { .. })
+        if !matches!(cmd, Command::Append(_))
             && let Err(e) = self.touch_sessions(now)
         {
             // Other commands see the `sessions` rows as the per-command order leaves them.
@@ -275,13 +269,13 @@ impl Writer {
         let conn = &self.conn;
         let project = self.default_project.as_str();
         match cmd {
-            Command::Append {
+            Command::Append(Append {
                 session,
                 expected_last_seq,
                 fence,
                 events,
                 ack,
-            } => Done::Append(
+            }) => Done::Append(
                 ack,
                 self.append(&session, expected_last_seq, fence, events, now),
             ),

@@ -7,6 +7,7 @@ use crate::journal::{HarnessRow, RegisterOutcome};
 use crate::record::LogRecord;
 
 pub(super) use crate::writer_queue::Ack;
+use crate::writer_queue::Append;
 
 /// A command's result held until its batch is durable.
 pub(super) enum Done {
@@ -85,7 +86,7 @@ impl Failure {
 /// A command that was not applied, with its caller's error.
 pub(super) fn failed(cmd: Command, e: JournalError) -> Done {
     match cmd {
-        Command::Append { ack, .. } => Done::Append(ack, Err(e)),
+        Command::Append(Append { ack, .. }) => Done::Append(ack, Err(e)),
         Command::NewFence { ack, .. } | Command::Fork { ack, .. } => Done::Fence(ack, Err(e)),
         Command::PutSession { ack, .. }
         | Command::Reserve { ack, .. }
@@ -97,7 +98,7 @@ pub(super) fn failed(cmd: Command, e: JournalError) -> Done {
 
 pub(super) fn fail_command(cmd: Command, err: impl Fn() -> JournalError) {
     match cmd {
-        Command::Append { ack, .. } => drop(ack.send(Err(err()))),
+        Command::Append(Append { ack, .. }) => drop(ack.send(Err(err()))),
         Command::NewFence { ack, .. } | Command::Fork { ack, .. } => drop(ack.send(Err(err()))),
         Command::PutSession { ack, .. }
         | Command::Reserve { ack, .. }
