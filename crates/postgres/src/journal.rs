@@ -31,10 +31,10 @@ use crate::writer::{Command, Writer};
 /// its session's row lock, so each seq has exactly one winner and a fence minted anywhere
 /// refuses older writers everywhere.
 ///
-/// Cheap to share behind an `Arc`. [`PostgresJournal::close`] lets the writer tasks commit and
-/// acknowledge what is queued and waits for every task the journal started. Dropping it without
-/// `close` stops those tasks at once: no caller is waiting then (each call borrows the journal),
-/// and a batch cut off in flight is rolled back by the server unless its COMMIT had arrived.
+/// Cheap to share behind an `Arc`. Every task it starts (writers, connection drivers) is owned
+/// by its task set. Dropping it closes the writers' queue, which is their signal to commit and
+/// acknowledge what is queued and stop; [`PostgresJournal::close`] does the same and then waits
+/// for every task to end.
 #[derive(Debug)]
 pub struct PostgresJournal {
     target: Arc<Target>,
@@ -43,12 +43,6 @@ pub struct PostgresJournal {
     tasks: Arc<Tasks>,
     pool: Pool,
     default_project: String,
-}
-
-impl Drop for PostgresJournal {
-    fn drop(&mut self) {
-        self.tasks.abort_all();
-    }
 }
 
 impl PostgresJournal {
@@ -125,10 +119,8 @@ impl PostgresJournal {
 
     /// Stops accepting writes, lets the writers commit and acknowledge everything queued, closes
     /// the pooled connections and waits for every task the journal started to end.
-    pub async fn close(mut self) {
-        // Swapping in a sender whose receiver is already gone closes the writers' queue.
-        let (closed, _) = mpsc::channel(1);
-        drop(std::mem::replace(&mut self.writer, closed));
+    pub async fn close(self) {
+        drop(self.writer);
         self.pool.close();
         self.tasks.join_all().await;
     }

@@ -1,6 +1,8 @@
 //! [`Tasks`]: every task a journal starts — its writer tasks and each connection's driver — is
 //! spawned here, so that [`PostgresJournal::close`](crate::PostgresJournal::close) can wait for
-//! all of them and a dropped journal stops them.
+//! all of them. A task ends on its own signal: a writer when the journal's queue closes, a driver
+//! when its client is dropped; the set only aborts what is left when it is dropped itself (with
+//! the last writer), or when the journal fails to start.
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -73,6 +75,22 @@ mod tests {
             finished.await.is_ok(),
             "the task spawned while joining was not awaited"
         );
+    }
+
+    // A writer holds the set (through its target) until it ends; when it holds the last
+    // reference, the set is dropped from inside one of its own tasks, which must be clean.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_may_drop_the_last_reference_to_its_set() {
+        let tasks = Arc::new(Tasks::default());
+        let (done, finished) = oneshot::channel::<()>();
+        let held = Arc::clone(&tasks);
+        tasks.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            drop(held);
+            let _ = done.send(());
+        });
+        drop(tasks);
+        finished.await.unwrap();
     }
 
     #[tokio::test]
