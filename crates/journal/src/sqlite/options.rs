@@ -26,7 +26,7 @@ pub enum Durability {
     Pipelined,
 }
 
-/// Options for [`SqliteJournal::open_with`].
+/// Options for [`SqliteJournal::open_with`](super::SqliteJournal::open_with).
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
     /// Project for sessions created without one.
