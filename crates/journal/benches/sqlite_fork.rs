@@ -19,30 +19,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentsessions_api::{Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message};
+use agentsessions_journal::testing::{fork_marker, percentile, turn_event};
 use agentsessions_journal::{Journal, SqliteJournal};
-
-fn turn_event(i: i64) -> Event {
-    Event::new(
-        EventKind::Output,
-        EventBody::Message(Message::text_message(
-            "assistant",
-            format!("response {i}: the quick brown fox jumps over the lazy dog, twice over."),
-        )),
-    )
-    .with_execution("a1b2c3d4e5f60718")
-}
-
-fn fork_marker(parent: &str, at: i64) -> Event {
-    Event::new(
-        EventKind::Lifecycle,
-        EventBody::Lifecycle(Lifecycle {
-            kind: LifecycleKind::Fork,
-            detail: format!("{parent}@{at}"),
-            ..Lifecycle::default()
-        }),
-    )
-}
 
 /// Database plus WAL bytes once the WAL is checkpointed into the database and truncated.
 fn settled_bytes(path: &Path) -> u64 {
@@ -60,13 +38,6 @@ fn settled_bytes(path: &Path) -> u64 {
         path.file_name().unwrap().to_string_lossy()
     ));
     size(path) + size(&wal)
-}
-
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[(sorted.len() - 1) * per_mille / 1000]
 }
 
 fn report(

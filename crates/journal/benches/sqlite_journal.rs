@@ -17,27 +17,9 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentsessions_api::{Event, EventBody, EventKind, Message};
+use agentsessions_api::Event;
+use agentsessions_journal::testing::{percentile, turn_event};
 use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions, verify_raw};
-
-fn turn_event(i: usize) -> Event {
-    Event::new(
-        EventKind::Output,
-        EventBody::Message(Message::text_message(
-            "assistant",
-            format!("response {i}: the quick brown fox jumps over the lazy dog, twice over."),
-        )),
-    )
-    .with_execution("a1b2c3d4e5f60718")
-}
-
-/// The value at `per_mille`/1000 of a sorted sample (nearest rank).
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[(sorted.len() - 1) * per_mille / 1000]
-}
 
 fn report(name: &str, events: usize, elapsed: Duration, mut latencies: Vec<Duration>) {
     latencies.sort_unstable();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use agentsessions_api::{
     ApprovalRequest, CallerIdentity, ComputeState, DeletionState, Event, EventBody, EventKind,
-    IdentityRef, Lifecycle, LifecycleKind, Message, Origin, SnapshotRef, Timestamp,
+    IdentityRef, Lifecycle, LifecycleKind, Origin, SnapshotRef, Timestamp,
 };
 use agentsessions_wire::{content_hash, pb};
 
@@ -17,6 +17,7 @@ use crate::error::JournalError;
 use crate::export::load_records;
 use crate::journal::{HarnessState, Journal, ListQuery, RegisterOutcome, SessionRow};
 use crate::record::LogRecord;
+use crate::testing::{fill, fork_marker, fork_with_marker, input};
 
 /// Instantiates every conformance case as a `#[tokio::test]` for a backend. `$make` is an
 /// expression yielding a fresh `Arc<dyn Journal>` (it may use `tempfile`, held in the closure).
@@ -62,14 +63,6 @@ macro_rules! journal_conformance {
             }
         )*
     };
-}
-
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("e1")
 }
 
 fn lifecycle(kind: LifecycleKind) -> Event {
@@ -540,32 +533,6 @@ pub async fn many_sessions_append_concurrently(j: Arc<dyn Journal>) {
     }
 }
 
-async fn fill(j: &Arc<dyn Journal>, session: &str, n: i64) -> Vec<LogRecord> {
-    let head = j.head(session).await.unwrap();
-    let fence = j.session_info(session).await.map_or(0, |i| i.fence);
-    let events: Vec<Event> = (1..=n).map(|i| input(&format!("{session}/{i}"))).collect();
-    j.append_batch(session, head, fence, events).await.unwrap()
-}
-
-fn fork_marker(parent: &str, at: i64) -> Event {
-    Event::new(
-        EventKind::Lifecycle,
-        EventBody::Lifecycle(Lifecycle {
-            kind: LifecycleKind::Fork,
-            detail: format!("{parent}@{at}"),
-            ..Lifecycle::default()
-        }),
-    )
-}
-
-/// Forks `child` off `parent` at `at` and appends the FORK marker with the minted fence.
-async fn fork_with_marker(j: &Arc<dyn Journal>, parent: &str, at: i64, child: &str) -> LogRecord {
-    let fence = j.fork_session(parent, at, child).await.unwrap();
-    j.append(child, at, fence, fork_marker(parent, at))
-        .await
-        .unwrap()
-}
-
 fn envelopes(records: &[LogRecord]) -> Vec<(i64, String, String)> {
     records
         .iter()
@@ -586,7 +553,7 @@ pub async fn fork_shares_the_parent_prefix_and_links_the_first_own_record(j: Arc
     })
     .await
     .unwrap();
-    let parent = fill(&j, "p", 5).await;
+    let parent = fill(&*j, "p", 5).await;
     let fence = j.fork_session("p", 3, "c").await.unwrap();
     assert!(fence >= 1);
     assert_eq!(j.head("c").await.unwrap(), 3);
@@ -630,7 +597,7 @@ pub async fn fork_shares_the_parent_prefix_and_links_the_first_own_record(j: Arc
 // semantics §4.4: the fork point is a committed record, the parent exists, the child is new;
 // a refusal writes nothing
 pub async fn fork_refuses_bad_points_unknown_parents_and_taken_children(j: Arc<dyn Journal>) {
-    fill(&j, "p", 3).await;
+    fill(&*j, "p", 3).await;
     for at in [0, -1, 4] {
         assert!(
             matches!(
@@ -667,7 +634,7 @@ pub async fn fork_refuses_bad_points_unknown_parents_and_taken_children(j: Arc<d
     })
     .await
     .unwrap();
-    fill(&j, "has-log", 1).await;
+    fill(&*j, "has-log", 1).await;
     j.fork_session("p", 1, "done").await.unwrap();
     for child in ["has-row", "has-log", "done", "p"] {
         assert!(
@@ -693,21 +660,21 @@ pub async fn fork_refuses_bad_points_unknown_parents_and_taken_children(j: Arc<d
 
 // semantics §4.4: appending to or forking the parent afterwards never changes what a child reads
 pub async fn parent_growth_and_later_forks_never_change_a_child(j: Arc<dyn Journal>) {
-    fill(&j, "p", 6).await;
-    fork_with_marker(&j, "p", 2, "early").await;
+    fill(&*j, "p", 6).await;
+    fork_with_marker(&*j, "p", 2, "early").await;
     let early_fence = j.session_info("early").await.unwrap().fence;
-    fill(&j, "early", 2).await;
+    fill(&*j, "early", 2).await;
     let before = j.read("early", 0, 0).await.unwrap();
     let info_before = j.session_info("early").await.unwrap();
     assert_eq!(before.len(), 5);
     // The parent grows, is forked again (at, before and after the first fork point) and its
     // new children grow.
-    fill(&j, "p", 10).await;
-    fork_with_marker(&j, "p", 2, "same-point").await;
-    fork_with_marker(&j, "p", 1, "before").await;
-    fork_with_marker(&j, "p", 16, "after").await;
-    fill(&j, "same-point", 3).await;
-    fill(&j, "p", 1).await;
+    fill(&*j, "p", 10).await;
+    fork_with_marker(&*j, "p", 2, "same-point").await;
+    fork_with_marker(&*j, "p", 1, "before").await;
+    fork_with_marker(&*j, "p", 16, "after").await;
+    fill(&*j, "same-point", 3).await;
+    fill(&*j, "p", 1).await;
     assert_eq!(j.read("early", 0, 0).await.unwrap(), before);
     let info = j.session_info("early").await.unwrap();
     assert_eq!(
@@ -727,13 +694,13 @@ pub async fn parent_growth_and_later_forks_never_change_a_child(j: Arc<dyn Journ
 
 // semantics §4.4: a fork of a fork reads parent ≤ its fork point, then the child's own records
 pub async fn forks_of_forks_read_the_whole_chain(j: Arc<dyn Journal>) {
-    let p = fill(&j, "p", 5).await;
-    let c_marker = fork_with_marker(&j, "p", 5, "c").await;
-    let c_own = fill(&j, "c", 2).await; // c: p1..p5, marker 6, 7, 8
+    let p = fill(&*j, "p", 5).await;
+    let c_marker = fork_with_marker(&*j, "p", 5, "c").await;
+    let c_own = fill(&*j, "c", 2).await; // c: p1..p5, marker 6, 7, 8
     // Grandchild inside the child's own records.
-    let g_marker = fork_with_marker(&j, "c", 7, "g").await;
+    let g_marker = fork_with_marker(&*j, "c", 7, "g").await;
     assert_eq!(g_marker.prev_hash, c_own[0].hash);
-    fill(&j, "g", 1).await;
+    fill(&*j, "g", 1).await;
     let g = j.read("g", 0, 0).await.unwrap();
     assert_eq!(envelopes(&g[..5]), envelopes(&p));
     assert_eq!(g[5], c_marker);
@@ -742,7 +709,7 @@ pub async fn forks_of_forks_read_the_whole_chain(j: Arc<dyn Journal>) {
     assert_eq!(g.len(), 9);
     verify_records(&g).unwrap();
     // Grandchild inside the child's shared prefix: its records are the grandparent's.
-    let h_marker = fork_with_marker(&j, "c", 3, "h").await;
+    let h_marker = fork_with_marker(&*j, "c", 3, "h").await;
     assert_eq!(h_marker.prev_hash, p[2].hash);
     let h = j.read("h", 0, 0).await.unwrap();
     assert_eq!(h[..3], p[..3]);
@@ -750,7 +717,7 @@ pub async fn forks_of_forks_read_the_whole_chain(j: Arc<dyn Journal>) {
     // A great-grandchild, before its first own record, then after.
     j.fork_session("g", 8, "gg").await.unwrap();
     assert_eq!(j.read("gg", 0, 0).await.unwrap(), g[..8].to_vec());
-    let gg_first = fill(&j, "gg", 1).await;
+    let gg_first = fill(&*j, "gg", 1).await;
     assert_eq!(gg_first[0].prev_hash, g[7].hash);
     let gg = j.read("gg", 0, 0).await.unwrap();
     assert_eq!(gg.len(), 9);
@@ -763,7 +730,7 @@ pub async fn forks_of_forks_read_the_whole_chain(j: Arc<dyn Journal>) {
 
 // semantics §1.4 on children: CAS on the child's head, the fence minted by the fork
 pub async fn fork_children_keep_cas_and_fences(j: Arc<dyn Journal>) {
-    fill(&j, "p", 4).await;
+    fill(&*j, "p", 4).await;
     let fence = j.fork_session("p", 2, "c").await.unwrap();
     // Not at the fork point: the child's head is 2, not the parent's 4 nor 0.
     for expected in [0, 1, 4] {
@@ -839,9 +806,9 @@ pub async fn fork_carries_the_projection_at_the_fork_point(j: Arc<dyn Journal>) 
 // A shared-prefix child's lineage is where its records are read from: metadata writes may
 // restate it, never change it
 pub async fn put_session_cannot_repoint_a_shared_prefix(j: Arc<dyn Journal>) {
-    fill(&j, "p", 3).await;
-    fill(&j, "other", 3).await;
-    fork_with_marker(&j, "p", 2, "c").await;
+    fill(&*j, "p", 3).await;
+    fill(&*j, "other", 3).await;
+    fork_with_marker(&*j, "p", 2, "c").await;
     let chain = j.read("c", 0, 0).await.unwrap();
     let row = SessionRow {
         uid: "c".into(),
@@ -882,7 +849,7 @@ pub async fn put_session_cannot_repoint_a_shared_prefix(j: Arc<dyn Journal>) {
 // Reference journals copy the prefix into the child and only record the lineage in metadata;
 // such a child reads, appends and forks as a plain session
 pub async fn copied_prefix_children_read_as_plain_sessions(j: Arc<dyn Journal>) {
-    let parent = fill(&j, "p", 4).await;
+    let parent = fill(&*j, "p", 4).await;
     load_records(j.as_ref(), "copy", &parent[..3])
         .await
         .unwrap();
@@ -914,7 +881,7 @@ pub async fn copied_prefix_children_read_as_plain_sessions(j: Arc<dyn Journal>) 
     .unwrap();
     assert_eq!(j.read("copy", 0, 0).await.unwrap(), chain);
     // A shared-prefix fork of it reads its copied rows.
-    fork_with_marker(&j, "copy", 4, "grand").await;
+    fork_with_marker(&*j, "copy", 4, "grand").await;
     let grand = j.read("grand", 0, 0).await.unwrap();
     assert_eq!(grand[..4], chain[..]);
     verify_records(&grand).unwrap();
@@ -927,7 +894,7 @@ pub async fn copied_prefix_children_read_as_plain_sessions(j: Arc<dyn Journal>) 
 
 // Forks racing appends to their parent and to each other land whole, each child at its point
 pub async fn concurrent_forks_and_parent_appends(j: Arc<dyn Journal>) {
-    fill(&j, "p", 10).await;
+    fill(&*j, "p", 10).await;
     let appender = {
         let j = Arc::clone(&j);
         tokio::spawn(async move {

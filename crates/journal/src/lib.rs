@@ -17,7 +17,10 @@
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
 //!   the id formats and checks every backend shares.
-//! - `conformance` (feature `test-util`): the behavioral suite every backend runs.
+//! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
+//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
+//! - `conformance`, `testing` (feature `test-util`): the behavioral suite every backend runs,
+//!   and the fixtures backend tests share.
 #![warn(missing_docs)]
 
 pub mod audit;
@@ -35,6 +38,10 @@ pub mod projection;
 pub mod record;
 pub mod rules;
 pub mod sqlite;
+pub mod stored;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
+pub mod writer_queue;
 
 pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,

@@ -12,7 +12,6 @@ use crate::journal::{
     DEFAULT_PROJECT, HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo,
     SessionPage, SessionRow,
 };
-use crate::page_token::PageCursor;
 use crate::projection::{marks_deletion, project_compute_state, state_walking_back};
 use crate::record::LogRecord;
 use crate::rules;
@@ -183,15 +182,10 @@ impl MemoryJournal {
             .map(|s| s.log.head())
             .unwrap_or_default();
         let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
+        rules::check_append_or_mint(session, expected_last_seq, head, fence, current_fence)?;
         let (fence, minted) = match fence {
-            Some(fence) => {
-                rules::check_append(session, expected_last_seq, head, fence, current_fence)?;
-                (fence, false)
-            }
-            None => {
-                rules::check_append(session, expected_last_seq, head, current_fence, 0)?;
-                (current_fence + 1, true)
-            }
+            Some(fence) => (fence, false),
+            None => (current_fence + 1, true),
         };
         if prepared.is_empty() {
             return Ok(Vec::new());
@@ -356,7 +350,11 @@ impl Journal for MemoryJournal {
         let mut state = self.lock();
         if let Some((parent, fork_seq)) = state.sessions.get(&row.uid).and_then(|s| s.link.as_ref())
         {
-            rules::check_lineage_kept(&row, parent, *fork_seq)?;
+            rules::check_lineage_kept(
+                &row.uid,
+                (&row.parent_uid, row.fork_seq),
+                (parent, *fork_seq),
+            )?;
         }
         let stored_owner = state
             .sessions
@@ -387,15 +385,13 @@ impl Journal for MemoryJournal {
     }
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
-        let cursor = PageCursor::decode(&query.page_token)?;
-        rules::check_owner_filter(query.owner.as_ref())?;
-        let project = self.project_or_default(&query.project);
-        let size = query.effective_size();
+        let plan = rules::ListPlan::new(&query, &self.default_project)?;
+        let (cursor, project) = (&plan.cursor, &plan.project);
         let state = self.lock();
         let mut rows: Vec<&SessionState> = state
             .sessions
             .values()
-            .filter(|s| s.row.project == project)
+            .filter(|s| s.row.project == *project)
             .filter(|s| query.owner.as_ref().is_none_or(|o| s.row.owner == *o))
             .filter(|s| {
                 cursor.as_ref().is_none_or(|c| {
@@ -410,10 +406,8 @@ impl Journal for MemoryJournal {
                 .cmp(&a.created_at.unix_nanos())
                 .then_with(|| a.row.uid.cmp(&b.row.uid))
         });
-        let more = rows.len() > size;
-        rows.truncate(size);
-        let sessions: Vec<SessionInfo> = rows.into_iter().map(info_of).collect();
-        Ok(rules::page_of(sessions, more))
+        rows.truncate(plan.size + 1);
+        Ok(plan.page(rows.into_iter().map(info_of).collect()))
     }
 
     async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {

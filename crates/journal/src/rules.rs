@@ -6,7 +6,7 @@ use rand::RngCore as _;
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::journal::{
-    HarnessRow, HarnessState, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
+    HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
 };
 use crate::page_token::PageCursor;
 
@@ -46,6 +46,21 @@ pub fn check_append(
     Ok(())
 }
 
+/// [`check_append`] for an append that either brings the writer's `fence` or (`None`) mints
+/// the next one: a minting append checks only the cursor, before the fence moves.
+pub fn check_append_or_mint(
+    session: &str,
+    expected_last_seq: i64,
+    head: i64,
+    fence: Option<i64>,
+    current_fence: i64,
+) -> Result<()> {
+    match fence {
+        Some(fence) => check_append(session, expected_last_seq, head, fence, current_fence),
+        None => check_append(session, expected_last_seq, head, current_fence, 0),
+    }
+}
+
 /// Checks an append's session uid (and, for a fencing append, that it opens with at least one
 /// record) and canonicalizes its events, before anything reaches a backend's writer.
 ///
@@ -66,6 +81,22 @@ pub fn prepare_batch(
     events.into_iter().map(PreparedEvent::new).collect()
 }
 
+/// A fork parent must exist (a row or records) and the fork point must be one of its committed
+/// records, `1..=head`.
+pub fn check_fork_parent(parent: &str, at_seq: i64, head: i64, has_row: bool) -> Result<()> {
+    if head == 0 && !has_row {
+        return Err(JournalError::SessionNotFound(parent.to_owned()));
+    }
+    check_fork_seq(parent, at_seq, head)
+}
+
+/// The refusal for a fork point whose record is not stored (the parent's chain is damaged).
+pub fn no_record_to_fork(parent: &str, at_seq: i64) -> JournalError {
+    JournalError::InvalidArgument(format!(
+        "session {parent} has no stored record at seq {at_seq} to fork from"
+    ))
+}
+
 /// A fork point must be a committed record of the parent: `1..=head`.
 pub fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
     if at_seq < 1 || at_seq > head {
@@ -76,17 +107,26 @@ pub fn check_fork_seq(parent: &str, at_seq: i64, head: i64) -> Result<()> {
     Ok(())
 }
 
-/// A shared-prefix child's lineage is where its records come from, so a metadata write may
-/// restate it but never change it.
-pub(crate) fn check_lineage_kept(row: &SessionRow, parent: &str, fork_seq: i64) -> Result<()> {
-    if row.parent_uid != parent || row.fork_seq != fork_seq {
+/// A shared-prefix child's lineage is where its records come from, so a metadata write on `uid`
+/// may restate its link `(parent, fork_seq)` as `written` but never change it.
+pub fn check_lineage_kept(uid: &str, written: (&str, i64), link: (&str, i64)) -> Result<()> {
+    let ((parent_uid, fork_seq), (parent, link_seq)) = (written, link);
+    if parent_uid != parent || fork_seq != link_seq {
         return Err(JournalError::InvalidArgument(format!(
-            "session {} shares its first {fork_seq} records with {parent}; its parent_uid and \
-             fork_seq cannot change (got {:?} at {})",
-            row.uid, row.parent_uid, row.fork_seq
+            "session {uid} shares its first {link_seq} records with {parent}; its parent_uid and \
+             fork_seq cannot change (got {parent_uid:?} at {fork_seq})"
         )));
     }
     Ok(())
+}
+
+/// A schema stamp a build that writes `supported` may open: `0..=supported`. Anything else is
+/// refused before the database is touched (fail closed).
+pub fn check_schema_stamp(found: i64, supported: i64) -> Result<i64> {
+    if !(0..=supported).contains(&found) {
+        return Err(JournalError::UnsupportedSchema { found, supported });
+    }
+    Ok(found)
 }
 
 /// The owner a metadata write leaves on `uid`: the stored one when the write names none or the
@@ -141,6 +181,52 @@ pub fn read_window(from: i64, to: i64) -> Result<(i64, i64)> {
         )));
     }
     Ok((from, if to == 0 { i64::MAX } else { to }))
+}
+
+/// What a listing asks a backend for, with the shared rules applied: the page token decoded,
+/// the owner filter checked, the size clamped and the project defaulted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPlan {
+    /// Where the page starts; `None` for the first page.
+    pub cursor: Option<PageCursor>,
+    /// The project to list.
+    pub project: String,
+    /// Rows on the page.
+    pub size: usize,
+}
+
+impl ListPlan {
+    /// Checks `query` and fills in its defaults.
+    ///
+    /// # Errors
+    /// [`JournalError::InvalidPageToken`] for a token this journal did not issue,
+    /// [`JournalError::InvalidArgument`] for an incomplete owner filter.
+    pub fn new(query: &ListQuery, default_project: &str) -> Result<Self> {
+        let cursor = PageCursor::decode(&query.page_token)?;
+        check_owner_filter(query.owner.as_ref())?;
+        let project = if query.project.is_empty() {
+            default_project
+        } else {
+            &query.project
+        };
+        Ok(Self {
+            cursor,
+            project: project.to_owned(),
+            size: query.effective_size(),
+        })
+    }
+
+    /// Rows to fetch: one past the page, to learn whether another page follows.
+    pub fn fetch_limit(&self) -> i64 {
+        i64::try_from(self.size + 1).unwrap_or(i64::MAX)
+    }
+
+    /// The page from up to [`ListPlan::fetch_limit`] rows in listing order.
+    pub fn page(&self, mut sessions: Vec<SessionInfo>) -> SessionPage {
+        let more = sessions.len() > self.size;
+        sessions.truncate(self.size);
+        page_of(sessions, more)
+    }
 }
 
 /// Builds a page from rows already truncated to the page size; `more` says a further row exists.
@@ -234,6 +320,7 @@ pub fn new_execution_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::SessionRow;
 
     #[test]
     fn ids_have_the_documented_shape() {
@@ -258,5 +345,80 @@ mod tests {
         ));
         check_append("s", 2, 2, 5, 5).unwrap();
         check_append("s", 2, 2, 9, 5).unwrap();
+    }
+
+    #[test]
+    fn a_minting_append_checks_only_the_cursor() {
+        // semantics §1.4: a fencing append's fence is minted after the CAS check, so no fence
+        // can be stale; the cursor still must be the head
+        check_append_or_mint("s", 2, 2, None, 9).unwrap();
+        assert!(matches!(
+            check_append_or_mint("s", 1, 2, None, 9),
+            Err(JournalError::Conflict { .. })
+        ));
+        assert!(matches!(
+            check_append_or_mint("s", 2, 2, Some(4), 5),
+            Err(JournalError::Fenced { .. })
+        ));
+    }
+
+    #[test]
+    fn schema_stamps_outside_the_build_are_refused() {
+        // semantics §1.5: fail closed on a negative or newer stamp
+        assert_eq!(check_schema_stamp(0, 3).unwrap(), 0);
+        assert_eq!(check_schema_stamp(3, 3).unwrap(), 3);
+        for bad in [-1, 4] {
+            assert!(matches!(
+                check_schema_stamp(bad, 3),
+                Err(JournalError::UnsupportedSchema { found, supported: 3 }) if found == bad
+            ));
+        }
+    }
+
+    #[test]
+    fn fork_parents_must_exist_and_hold_the_fork_point() {
+        assert!(matches!(
+            check_fork_parent("p", 1, 0, false),
+            Err(JournalError::SessionNotFound(_))
+        ));
+        assert!(matches!(
+            check_fork_parent("p", 1, 0, true),
+            Err(JournalError::InvalidArgument(_))
+        ));
+        check_fork_parent("p", 2, 2, false).unwrap();
+    }
+
+    #[test]
+    fn a_list_plan_defaults_the_project_and_fetches_one_past_the_page() {
+        // semantics §1.8: pages are exact; the extra row only says another page follows
+        let query = ListQuery {
+            page_size: 2,
+            ..ListQuery::default()
+        };
+        let plan = ListPlan::new(&query, "dflt").unwrap();
+        assert_eq!(
+            (plan.project.as_str(), plan.size, plan.fetch_limit()),
+            ("dflt", 2, 3)
+        );
+        let info = |uid: &str| SessionInfo {
+            row: SessionRow {
+                uid: uid.to_owned(),
+                ..SessionRow::default()
+            },
+            ..SessionInfo::default()
+        };
+        let page = plan.page(vec![info("a"), info("b"), info("c")]);
+        assert_eq!(page.sessions.len(), 2);
+        let next = PageCursor::decode(&page.next_page_token).unwrap().unwrap();
+        assert_eq!(next.uid, "b");
+        assert!(plan.page(vec![info("a")]).next_page_token.is_empty());
+        let bad_owner = ListQuery {
+            owner: Some(CallerIdentity::new("issuer", "")),
+            ..ListQuery::default()
+        };
+        assert!(matches!(
+            ListPlan::new(&bad_owner, "dflt"),
+            Err(JournalError::InvalidArgument(_))
+        ));
     }
 }

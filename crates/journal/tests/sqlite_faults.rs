@@ -14,23 +14,16 @@ use std::time::Duration;
 
 use agentsessions_api::{
     ApprovalRequest, ComputeState, Event, EventBody, EventKind, ExecutionStart, Lifecycle,
-    LifecycleKind, Message,
+    LifecycleKind,
 };
 use agentsessions_journal::chain::RawRecord;
 use agentsessions_journal::sqlite::SCHEMA_VERSION;
+use agentsessions_journal::testing::input;
 use agentsessions_journal::{
     ChainFault, Durability, Journal, JournalError, SqliteJournal, SqliteOptions, TamperReason,
     verify_raw,
 };
 use rusqlite::Connection;
-
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("exec-1")
-}
 
 fn open(path: &Path, durability: Durability) -> SqliteJournal {
     let options = SqliteOptions {

@@ -6,46 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use agentsessions_api::{Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message};
 use agentsessions_journal::export::{JsonFormat, export_reference_json, import_reference_json};
+use agentsessions_journal::testing::{fill, fork_marker, fork_with_marker, input};
 use agentsessions_journal::{Journal, JournalError, SessionRow, SqliteJournal, verify_records};
 use rusqlite::Connection;
 
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("exec-1")
-}
-
-fn fork_marker(parent: &str, at: i64) -> Event {
-    Event::new(
-        EventKind::Lifecycle,
-        EventBody::Lifecycle(Lifecycle {
-            kind: LifecycleKind::Fork,
-            detail: format!("{parent}@{at}"),
-            ..Lifecycle::default()
-        }),
-    )
-}
-
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("agentsessions.db")
-}
-
-async fn fill(j: &SqliteJournal, session: &str, n: i64) {
-    let head = j.head(session).await.unwrap();
-    let fence = j.session_info(session).await.map_or(0, |i| i.fence);
-    let events = (1..=n).map(|i| input(&format!("{session} {i}"))).collect();
-    j.append_batch(session, head, fence, events).await.unwrap();
-}
-
-async fn fork(j: &SqliteJournal, parent: &str, at: i64, child: &str) {
-    let fence = j.fork_session(parent, at, child).await.unwrap();
-    j.append(child, at, fence, fork_marker(parent, at))
-        .await
-        .unwrap();
 }
 
 fn count(path: &Path, sql: &str) -> i64 {
@@ -64,7 +31,7 @@ async fn forks_add_one_row_per_child_not_the_prefix() {
     let j = SqliteJournal::open(&path).unwrap();
     fill(&j, "p", 2_000).await;
     for k in 0..32_i64 {
-        fork(&j, "p", 1 + k * 61, &format!("c{k:02}")).await;
+        fork_with_marker(&j, "p", 1 + k * 61, &format!("c{k:02}")).await;
     }
     drop(j);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM events"), 2_032);
@@ -136,7 +103,7 @@ async fn layout_stays_the_reference_one_with_a_prefix_table_beside_it() {
     {
         let j = SqliteJournal::open(&path).unwrap();
         fill(&j, "p", 3).await;
-        fork(&j, "p", 2, "c").await;
+        fork_with_marker(&j, "p", 2, "c").await;
     }
     let conn = Connection::open(&path).unwrap();
     let version: i64 = conn
@@ -226,7 +193,7 @@ async fn reference_written_children_with_copied_prefixes_keep_working() {
     .await
     .unwrap();
     // A shared-prefix fork of it reads through its copied rows.
-    fork(&j, "ref-child", 4, "ours").await;
+    fork_with_marker(&j, "ref-child", 4, "ours").await;
     let ours = j.read("ours", 0, 0).await.unwrap();
     assert_eq!(ours[..4], chain[..]);
     verify_records(&ours).unwrap();
@@ -270,9 +237,9 @@ async fn a_child_exports_its_whole_chain() {
     let dir = tempfile::tempdir().unwrap();
     let j = SqliteJournal::open(db_in(&dir)).unwrap();
     fill(&j, "p", 6).await;
-    fork(&j, "p", 4, "c").await;
+    fork_with_marker(&j, "p", 4, "c").await;
     fill(&j, "c", 2).await;
-    fork(&j, "c", 6, "g").await;
+    fork_with_marker(&j, "c", 6, "g").await;
     let chain = j.read("g", 0, 0).await.unwrap();
     assert_eq!(chain.len(), 7);
     let text = export_reference_json(&chain, JsonFormat::V030).unwrap();

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentsessions_api::{Event, EventBody, EventKind, Message};
 use agentsessions_journal::Journal;
+use agentsessions_journal::testing::{percentile, turn_event};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 
 const SESSIONS: usize = 64;
@@ -22,25 +22,6 @@ const SESSIONS: usize = 64;
 fn url() -> String {
     std::env::var("AGENTSESSIONS_BENCH_POSTGRES")
         .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".to_owned())
-}
-
-fn turn_event(i: usize) -> Event {
-    Event::new(
-        EventKind::Output,
-        EventBody::Message(Message::text_message(
-            "assistant",
-            format!("response {i}: the quick brown fox jumps over the lazy dog, twice over."),
-        )),
-    )
-    .with_execution("a1b2c3d4e5f60718")
-}
-
-/// The value at `per_mille`/1000 of a sorted sample (nearest rank).
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[(sorted.len() - 1) * per_mille / 1000]
 }
 
 /// One measured run: appends, wall time and every append's latency.

@@ -16,6 +16,7 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 use crate::codec::{HARNESS_COLUMNS, STORED_COLUMNS};
 use crate::failure::{DbError, connect_error};
 use crate::schema::{self, SCHEMA_VERSION, in_schema};
+use crate::tasks::Tasks;
 
 /// Where the journal's connections go.
 #[derive(Debug)]
@@ -25,10 +26,12 @@ pub(crate) struct Target {
     pub(crate) display: String,
     /// The schema as a quoted identifier.
     pub(crate) schema: String,
+    /// Where each connection's driver task is spawned.
+    tasks: Arc<Tasks>,
 }
 
 impl Target {
-    pub(crate) fn new(config: Config, schema: String) -> Self {
+    pub(crate) fn new(config: Config, schema: String, tasks: Arc<Tasks>) -> Self {
         let hosts: Vec<String> = config
             .get_hosts()
             .iter()
@@ -56,18 +59,19 @@ impl Target {
             config,
             display,
             schema,
+            tasks,
         }
     }
 
-    /// Opens a bare connection; its driver task ends when the client is dropped or the server
-    /// closes the socket.
+    /// Opens a bare connection; its driver task, owned by the journal's [`Tasks`], ends when the
+    /// client is dropped or the server closes the socket.
     pub(crate) async fn open(&self) -> Result<Client> {
         let (client, connection) = self
             .config
             .connect(NoTls)
             .await
             .map_err(|e| connect_error(&self.display, &e))?;
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "journal postgres connection ended");
             }
@@ -425,6 +429,14 @@ impl Pool {
             idle: Mutex::new(open),
             permits: Semaphore::new(size.max(1)),
         }
+    }
+
+    /// Closes the idle connections (their drivers end with them).
+    pub(crate) fn close(&self) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// A connection for one operation, opened when none is idle.

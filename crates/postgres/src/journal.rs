@@ -7,36 +7,40 @@ use std::sync::Arc;
 use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
 use agentsessions_journal::chain::decode_event;
 use agentsessions_journal::lineage::{self, PrefixLink, Segment};
-use agentsessions_journal::page_token::PageCursor;
 use agentsessions_journal::projection::fixed_state;
+use agentsessions_journal::rules::{self, ListPlan};
+use agentsessions_journal::writer_queue::{self, Ack};
 use agentsessions_journal::{
     HarnessRow, Journal, JournalError, ListQuery, LogRecord, RegisterOutcome, Result, SessionInfo,
     SessionPage, SessionRow,
 };
 use async_trait::async_trait;
-use tokio::sync::{Mutex, mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{Mutex, mpsc};
 use tokio_postgres::error::SqlState;
 
-use crate::codec::{self, EncodedRow, StoredSession};
+use crate::codec::{self, EncodedRow, StoredHarness};
 use crate::connection::{Conn, Pool, Target, with_conn};
 use crate::failure::{DbError, commit_failed, connection_lost, outcome_unknown};
 use crate::options::{PostgresOptions, quoted_schema};
+use crate::schema;
+use crate::tasks::Tasks;
 use crate::writer::{Command, Writer};
-use crate::{rules, schema};
 
 /// A journal in a Postgres schema. Any number of instances, in one process or on many hosts,
 /// may share the schema: every append is checked and chained inside a transaction that holds
 /// its session's row lock, so each seq has exactly one winner and a fence minted anywhere
 /// refuses older writers everywhere.
 ///
-/// Cheap to share behind an `Arc`. Dropping it lets the writer tasks commit what is queued and
-/// stop; [`PostgresJournal::close`] does the same and waits for them.
+/// Cheap to share behind an `Arc`. Every task it starts (writers, connection drivers) is owned
+/// by its task set. Dropping it closes the writers' queue, which is their signal to commit and
+/// acknowledge what is queued and stop; [`PostgresJournal::close`] does the same and then waits
+/// for every task to end.
 #[derive(Debug)]
 pub struct PostgresJournal {
     target: Arc<Target>,
     writer: mpsc::Sender<Command>,
-    writers: Vec<JoinHandle<()>>,
+    /// The writer tasks and every connection's driver.
+    tasks: Arc<Tasks>,
     pool: Pool,
     default_project: String,
 }
@@ -62,7 +66,28 @@ impl PostgresJournal {
         if config.get_application_name().is_none() {
             config.application_name("agentsessions-journal");
         }
-        let target = Arc::new(Target::new(config, quoted));
+        let tasks = Arc::new(Tasks::default());
+        let target = Arc::new(Target::new(config, quoted, Arc::clone(&tasks)));
+        let started = Self::start(&target, &tasks, &options).await;
+        if started.is_err() {
+            tasks.abort_all();
+        }
+        let (writer, first_reader) = started?;
+        Ok(Self {
+            pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
+            target,
+            writer,
+            tasks,
+            default_project: options.default_project,
+        })
+    }
+
+    /// Migrates the schema, starts the writer tasks and opens the first read connection.
+    async fn start(
+        target: &Arc<Target>,
+        tasks: &Tasks,
+        options: &PostgresOptions,
+    ) -> Result<(mpsc::Sender<Command>, Conn)> {
         let mut client = target.open().await?;
         schema::migrate(
             &mut client,
@@ -74,37 +99,30 @@ impl PostgresJournal {
         .map_err(DbError::into_read_error)?;
         drop(client);
 
+        // Bounded: when the database falls behind, appenders wait for room (back-pressure)
+        // rather than queueing without limit; the default depth is many full batches per writer,
+        // so the writers never wait for callers while any are queued.
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let queue = Arc::new(Mutex::new(rx));
-        let mut writers = Vec::with_capacity(options.writers.max(1));
         for _ in 0..options.writers.max(1) {
             let conn = target.connect().await?;
             let writer = Writer::new(
-                Arc::clone(&target),
+                Arc::clone(target),
                 Some(conn),
                 options.default_project.clone(),
                 options.max_batch,
             );
-            writers.push(tokio::spawn(writer.run(Arc::clone(&queue))));
+            tasks.spawn(writer.run(Arc::clone(&queue)));
         }
-        let first_reader = target.connect().await?;
-        Ok(Self {
-            pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
-            target,
-            writer: tx,
-            writers,
-            default_project: options.default_project,
-        })
+        Ok((tx, target.connect().await?))
     }
 
-    /// Stops accepting writes, lets the writers commit and acknowledge everything queued, and
-    /// waits for them.
+    /// Stops accepting writes, lets the writers commit and acknowledge everything queued, closes
+    /// the pooled connections and waits for every task the journal started to end.
     pub async fn close(self) {
         drop(self.writer);
-        for handle in self.writers {
-            // A writer that panicked has dropped its callers' acks; they already see `Closed`.
-            drop(handle.await);
-        }
+        self.pool.close();
+        self.tasks.join_all().await;
     }
 
     /// The schema this journal uses, quoted.
@@ -120,24 +138,19 @@ impl PostgresJournal {
         fence: Option<i64>,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        let events = rules::prepare_batch(session, events, fence.is_none())?;
-        self.send(|ack| Command::Append {
-            session: session.to_owned(),
+        writer_queue::append(
+            &self.writer,
+            Command::Append,
+            session,
             expected_last_seq,
             fence,
             events,
-            ack,
-        })
+        )
         .await
     }
 
-    async fn send<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command) -> Result<T> {
-        let (ack, done) = oneshot::channel();
-        self.writer
-            .send(make(ack))
-            .await
-            .map_err(|_| JournalError::Closed)?;
-        done.await.map_err(|_| JournalError::Closed)?
+    async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> Command) -> Result<T> {
+        writer_queue::request(&self.writer, make).await
     }
 }
 
@@ -263,17 +276,13 @@ async fn fork_point(
             break;
         }
     }
-    let hash = hash.ok_or_else(|| {
-        JournalError::InvalidArgument(format!(
-            "session {parent} has no stored record at seq {at_seq} to fork from"
-        ))
-    })?;
+    let hash = hash.ok_or_else(|| rules::no_record_to_fork(parent, at_seq))?;
     Ok((hash, state.unwrap_or(ComputeState::None)))
 }
 
 fn session_info_of(row: &tokio_postgres::Row) -> std::result::Result<SessionInfo, DbError> {
     let last_seq: i64 = row.try_get(codec::STORED_COLUMN_COUNT)?;
-    Ok(StoredSession::from_row(row)?.into_info(last_seq)?)
+    Ok(codec::stored_session(row)?.into_info(last_seq)?)
 }
 
 /// Runs `$body` inside a transaction that holds the registry tables against other writers
@@ -324,6 +333,7 @@ async fn load_harness(conn: &Conn, name: &str) -> std::result::Result<Option<Har
 }
 
 async fn store_harness(conn: &Conn, h: &HarnessRow) -> std::result::Result<(), DbError> {
+    let h = StoredHarness::of(h);
     conn.client
         .execute(
             &conn.st.store_harness,
@@ -332,11 +342,11 @@ async fn store_harness(conn: &Conn, h: &HarnessRow) -> std::result::Result<(), D
                 &h.uid,
                 &h.spec,
                 &h.spec_digest,
-                &codec::harness_state_str(h.state),
+                &h.state,
                 &h.retire_reason,
-                &h.retired_at.map_or(0, Timestamp::unix_nanos),
-                &h.created_at.unix_nanos(),
-                &h.updated_at.unix_nanos(),
+                &h.retired_at,
+                &h.created_at,
+                &h.updated_at,
             ],
         )
         .await?;
@@ -413,10 +423,7 @@ impl Journal for PostgresJournal {
             );
             let (row, walk) = (row?, walk?);
             let head: i64 = head?.try_get(0)?;
-            if head == 0 && row.is_none() {
-                return Err(JournalError::SessionNotFound(parent.to_owned()).into());
-            }
-            rules::check_fork_seq(parent, at_seq, head)?;
+            rules::check_fork_parent(parent, at_seq, head, row.is_some())?;
             let segments = segments_from(parent, &walk)?;
             let (hash, state) = fork_point(c, parent, &segments, at_seq).await?;
             let (project, harness, model, owner_issuer, owner_subject) = match &row {
@@ -478,22 +485,16 @@ impl Journal for PostgresJournal {
     }
 
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
-        let cursor = PageCursor::decode(&query.page_token)?;
-        rules::check_owner_filter(query.owner.as_ref())?;
-        let size = query.effective_size();
-        let project = if query.project.is_empty() {
-            self.default_project.as_str()
-        } else {
-            query.project.as_str()
-        };
+        let plan = ListPlan::new(&query, &self.default_project)?;
+        let project = plan.project.as_str();
         // The keyset predicate `created_at < t OR (created_at = t AND uid > u)` is written as
         // `created_at <= t AND (created_at < t OR uid > u)` so the index seeks to `t`; the first
         // page starts after (i64::MAX, ""), before every row (uids are never empty).
-        let (after_time, after_uid) = match &cursor {
+        let (after_time, after_uid) = match &plan.cursor {
             Some(c) => (c.created_at_ns, c.uid.as_str()),
             None => (i64::MAX, ""),
         };
-        let limit = i64::try_from(size + 1).unwrap_or(i64::MAX);
+        let limit = plan.fetch_limit();
         with_conn!(self.pool, |c| {
             let rows = match &query.owner {
                 Some(owner) => {
@@ -520,13 +521,11 @@ impl Journal for PostgresJournal {
                         .await?
                 }
             };
-            let mut sessions = rows
+            let sessions = rows
                 .iter()
                 .map(session_info_of)
                 .collect::<std::result::Result<Vec<_>, _>>()?;
-            let more = sessions.len() > size;
-            sessions.truncate(size);
-            Ok(rules::page_of(sessions, more))
+            Ok(plan.page(sessions))
         })
     }
 

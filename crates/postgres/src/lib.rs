@@ -19,10 +19,15 @@
 //! - `schema`: the tables (the SQLite layout of §1.5 in a configurable Postgres schema), the
 //!   version stamp and the fail-closed migration.
 //! - `connection`: connecting, prepared statements, the read pool and reconnection.
-//! - `codec`: column encodings shared with the SQLite layout.
+//! - `codec`: reading rows into the stored forms the journal crate decodes for every durable
+//!   backend (`agentsessions_journal::stored`).
 //! - `failure`: how Postgres errors map onto [`JournalError`](agentsessions_journal::JournalError).
-//! - `rules`: the journal rules this backend applies (CAS before fence, registry decisions).
 //! - `options`: [`PostgresOptions`].
+//! - `tasks`: the writer tasks and connection drivers each journal owns and awaits on close.
+//!
+//! What is not Postgres (the journal rules, row encodings, the writer request and its ack)
+//! comes from `agentsessions_journal` (`rules`, `stored`, `writer_queue`); this crate holds the
+//! SQL dialect and the I/O.
 //!
 //! Connections are plain TCP (`NoTls`); TLS to a remote database is a follow-up.
 
@@ -31,8 +36,8 @@ mod connection;
 mod failure;
 mod journal;
 mod options;
-mod rules;
 mod schema;
+mod tasks;
 mod writer;
 
 pub use journal::PostgresJournal;

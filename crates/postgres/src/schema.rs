@@ -140,13 +140,7 @@ pub(crate) async fn stamp(client: &Client, quoted_schema: &str) -> Result<i64, D
 
 /// Refuses a stamp outside `0..=SCHEMA_VERSION`.
 pub(crate) fn check_version(found: i64) -> Result<i64, JournalError> {
-    if !(0..=SCHEMA_VERSION).contains(&found) {
-        return Err(JournalError::UnsupportedSchema {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(found)
+    agentsessions_journal::rules::check_schema_stamp(found, SCHEMA_VERSION)
 }
 
 /// Checks the stamp and migrates to [`SCHEMA_VERSION`] in one transaction. A refused database is

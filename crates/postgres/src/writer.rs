@@ -27,48 +27,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
-use agentsessions_journal::chain::PreparedEvent;
 use agentsessions_journal::projection::{marks_deletion, project_compute_state};
-use agentsessions_journal::{JournalError, LogRecord, Result};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use agentsessions_journal::writer_queue::{Ack, Append};
+use agentsessions_journal::{JournalError, LogRecord, rules};
+use tokio::sync::{Mutex, mpsc};
 
-use crate::codec::{EncodedRow, StoredSession};
+use crate::codec::{EncodedRow, StoredSession, stored_session};
 use crate::connection::{Conn, Target};
 use crate::failure::{commit_failed, connection_lost, outcome_unknown, rerun_batch};
-use crate::rules;
 use crate::schema::SCHEMA_VERSION;
 
 /// Runs of one batch before its callers are failed (deadlock, duplicate key, lost connection).
 const MAX_ATTEMPTS: u32 = 4;
 
-type Ack<T> = oneshot::Sender<Result<T>>;
-
 /// A write the writer tasks perform.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Append {
-        session: String,
-        expected_last_seq: i64,
-        /// The writer's fence, or `None` to mint the next one in the same transaction.
-        fence: Option<i64>,
-        events: Vec<PreparedEvent>,
-        ack: Ack<Vec<LogRecord>>,
-    },
-    NewFence {
-        session: String,
-        ack: Ack<i64>,
-    },
-    PutSession {
-        row: Box<EncodedRow>,
-        ack: Ack<()>,
-    },
+    Append(Append),
+    NewFence { session: String, ack: Ack<i64> },
+    PutSession { row: Box<EncodedRow>, ack: Ack<()> },
 }
 
 impl Command {
     fn fail(self, err: JournalError) {
         // A caller that stopped waiting has nothing to be told.
         match self {
-            Self::Append { ack, .. } => drop(ack.send(Err(err))),
+            Self::Append(Append { ack, .. }) => drop(ack.send(Err(err))),
             Self::NewFence { ack, .. } => drop(ack.send(Err(err))),
             Self::PutSession { ack, .. } => drop(ack.send(Err(err))),
         }
@@ -255,7 +239,7 @@ fn unconnected(e: &JournalError) -> JournalError {
 fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
     for (cmd, outcome) in commands.into_iter().zip(outcomes) {
         match (cmd, outcome) {
-            (Command::Append { events, ack, .. }, Outcome::Appended(fence, envelopes)) => {
+            (Command::Append(Append { events, ack, .. }), Outcome::Appended(fence, envelopes)) => {
                 let records = events
                     .into_iter()
                     .zip(envelopes)
@@ -281,7 +265,7 @@ fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
 
 fn session_of(cmd: &Command) -> &str {
     match cmd {
-        Command::Append { session, .. } | Command::NewFence { session, .. } => session,
+        Command::Append(Append { session, .. }) | Command::NewFence { session, .. } => session,
         Command::PutSession { row, .. } => &row.uid,
     }
 }
@@ -304,7 +288,7 @@ async fn run_batch(
         let session = session_of(cmd);
         lock.insert(session);
         match cmd {
-            Command::Append { events, .. } => {
+            Command::Append(Append { events, .. }) => {
                 want_head.insert(session);
                 if !events.is_empty() {
                     need_row.insert(session);
@@ -372,7 +356,7 @@ async fn run_batch(
         .collect::<std::result::Result<_, tokio_postgres::Error>>()?;
     let mut slots: HashMap<String, Slot> = HashMap::with_capacity(locked.len());
     for row in &locked {
-        let row = StoredSession::from_row(row)?;
+        let row = stored_session(row)?;
         slots.insert(
             row.session.clone(),
             Slot {
@@ -509,22 +493,17 @@ fn apply<'a>(
         })
     };
     match cmd {
-        Command::Append {
+        Command::Append(Append {
             expected_last_seq,
             fence,
             events: prepared,
             ..
-        } => {
+        }) => {
             let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
             let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
-            let checked = match fence {
-                Some(fence) => {
-                    rules::check_append(session, *expected_last_seq, seq, *fence, current_fence)
-                }
-                // Minting: only the cursor is checked, before the fence moves.
-                None => rules::check_append(session, *expected_last_seq, seq, current_fence, 0),
-            };
-            if let Err(e) = checked {
+            if let Err(e) =
+                rules::check_append_or_mint(session, *expected_last_seq, seq, *fence, current_fence)
+            {
                 return Outcome::Refused(e);
             }
             if prepared.is_empty() {
@@ -573,8 +552,11 @@ fn apply<'a>(
         }
         Command::PutSession { row, .. } => {
             if let Some(link) = links.get(session)
-                && let Err(e) =
-                    rules::check_lineage_kept(session, &row.parent_uid, row.fork_seq, link)
+                && let Err(e) = rules::check_lineage_kept(
+                    session,
+                    (&row.parent_uid, row.fork_seq),
+                    (&link.0, link.1),
+                )
             {
                 return Outcome::Refused(e);
             }

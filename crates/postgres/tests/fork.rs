@@ -4,40 +4,10 @@
 
 mod common;
 
-use agentsessions_api::{Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message};
+use agentsessions_journal::testing::{fill, fork_marker};
 use agentsessions_journal::{Journal, JournalError, verify_records};
 use agentsessions_postgres::SCHEMA_VERSION;
-use common::{TestSchema, admin};
-
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("exec-1")
-}
-
-fn fork_marker(parent: &str, at: i64) -> Event {
-    Event::new(
-        EventKind::Lifecycle,
-        EventBody::Lifecycle(Lifecycle {
-            kind: LifecycleKind::Fork,
-            detail: format!("{parent}@{at}"),
-            ..Lifecycle::default()
-        }),
-    )
-}
-
-async fn fill(j: &dyn Journal, session: &str, n: i64) {
-    let head = j.head(session).await.unwrap();
-    let fence = j.session_info(session).await.map_or(0, |i| i.fence);
-    let events = (1..=n).map(|i| input(&format!("{session} {i}"))).collect();
-    j.append_batch(session, head, fence, events).await.unwrap();
-}
-
-async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
-    client.query_one(sql, &[]).await.unwrap().get(0)
-}
+use common::{TestSchema, admin, count};
 
 // A schema stamped 1 (before forks shared prefixes) gets the link table and stamp 2 in one
 // migration, keeping its rows; the stamp table lists the new version.

@@ -8,22 +8,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use agentsessions_api::{Event, EventBody, EventKind, Message, Timestamp};
+use agentsessions_api::Timestamp;
+use agentsessions_journal::testing::input;
 use agentsessions_journal::{Journal, JournalError, ListQuery, SessionRow, verify_records};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions, SCHEMA_VERSION};
-use common::{TestSchema, admin};
-
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("exec-1")
-}
-
-async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
-    client.query_one(sql, &[]).await.unwrap().get(0)
-}
+use common::{TestSchema, admin, count};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn future_schema_stamp_is_refused_and_nothing_is_written() {

@@ -6,19 +6,12 @@
 mod common;
 
 use agentsessions_api::{
-    CallerIdentity, DeletionState, Event, EventBody, EventKind, Lifecycle, LifecycleKind, Message,
+    CallerIdentity, DeletionState, Event, EventBody, EventKind, Lifecycle, LifecycleKind,
 };
+use agentsessions_journal::testing::input;
 use agentsessions_journal::{Journal, ListQuery, SessionRow};
 use agentsessions_postgres::SCHEMA_VERSION;
 use common::{TestSchema, admin};
-
-fn input(text: &str) -> Event {
-    Event::new(
-        EventKind::Input,
-        EventBody::Message(Message::text_message("user", text)),
-    )
-    .with_execution("exec-1")
-}
 
 fn alice() -> CallerIdentity {
     CallerIdentity::new("https://idp.test", "alice")

@@ -27,6 +27,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 
 use crate::chain::decode_event;
 use crate::error::{JournalError, Result, is_contention};
+use crate::rules;
 
 /// The schema version this build writes (and the newest it opens).
 pub const SCHEMA_VERSION: i64 = 2;
@@ -183,13 +184,7 @@ fn immutable_uri(path: &Path) -> String {
 /// Refuses a negative stamp or one newer than this build.
 pub(crate) fn check_version(conn: &Connection) -> Result<i64> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if !(0..=SCHEMA_VERSION).contains(&version) {
-        return Err(JournalError::UnsupportedSchema {
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(version)
+    rules::check_schema_stamp(version, SCHEMA_VERSION)
 }
 
 /// Switches to WAL with full sync, then migrates to [`SCHEMA_VERSION`] in one transaction.

@@ -121,6 +121,11 @@ impl Drop for TestSchema {
     }
 }
 
+/// The single BIGINT `sql` selects.
+pub(crate) async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
 /// A fresh journal on a fresh schema, for the conformance suite.
 pub(crate) async fn fresh() -> (Arc<dyn Journal>, TestSchema) {
     let schema = TestSchema::new().await;

@@ -1,0 +1,277 @@
+//! How the writer's committed batches become durable and reach their callers: the
+//! [`Watermark`] readers wait on, and the `journal-sync` thread that fdatasyncs the WAL off the
+//! writer thread in [`Durability::Pipelined`](crate::sqlite::Durability::Pipelined).
+
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Condvar, Mutex, PoisonError};
+
+use super::outcome::{Done, Failure};
+use crate::error::{JournalError, Result};
+
+/// Committed batches that may wait for `journal-sync` before the writer waits too.
+const MAX_UNSETTLED_BATCHES: usize = 64;
+
+/// The error for a write whose batch committed but whose WAL sync failed: it may or may not
+/// survive a crash, and nothing more is written (after a failed fsync the kernel may already
+/// have dropped the dirty pages, so a later successful one proves nothing).
+pub(super) fn sync_failed(reason: &str) -> JournalError {
+    JournalError::Io(std::io::Error::other(format!(
+        "syncing the journal's WAL failed, so the journal refuses further writes: {reason}"
+    )))
+}
+
+/// A batch the writer has committed (or failed), on its way to its callers.
+pub(crate) struct Batch {
+    /// The [`Watermark`] count when it committed.
+    pub(super) id: u64,
+    pub(super) done: Vec<Done>,
+    pub(super) outcome: Result<(), Failure>,
+}
+
+impl Batch {
+    fn settle(self, sync_failure: Option<&str>) {
+        match (self.outcome, sync_failure) {
+            (Ok(()), None) => self.done.into_iter().for_each(Done::send),
+            (Ok(()), Some(reason)) => self
+                .done
+                .into_iter()
+                .for_each(|d| d.fail(|| sync_failed(reason))),
+            (Err(failure), _) => self
+                .done
+                .into_iter()
+                .for_each(|d| d.fail(|| failure.error())),
+        }
+    }
+}
+
+/// How far the batches have got, so that readers can wait for durability: in
+/// [`Durability::Pipelined`](crate::sqlite::Durability::Pipelined) a committed batch is visible before
+/// its WAL sync.
+#[derive(Debug, Default)]
+pub(crate) struct Watermark {
+    /// Batches whose COMMIT has begun; other connections may see their rows from then on.
+    committing: AtomicU64,
+    synced: Mutex<Synced>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Synced {
+    /// Every batch up to this count is durable, or failed.
+    through: u64,
+    /// Set for good by a failed WAL sync.
+    failure: Option<String>,
+}
+
+impl Watermark {
+    pub(super) fn begin_commit(&self) -> u64 {
+        self.committing.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub(super) fn current(&self) -> u64 {
+        self.committing.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
+    }
+
+    fn settled_through(&self) -> u64 {
+        self.lock().through
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Synced> {
+        self.synced.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn settle(&self, through: u64, failure: Option<&str>) {
+        let mut synced = self.lock();
+        synced.through = synced.through.max(through);
+        if synced.failure.is_none() {
+            synced.failure = failure.map(str::to_owned);
+        }
+        drop(synced);
+        self.changed.notify_all();
+    }
+
+    /// Waits until every batch whose COMMIT had begun by now is durable. A read that calls this
+    /// after its query therefore returns nothing that an OS crash could still take back.
+    ///
+    /// # Errors
+    /// The WAL sync failure that stopped the journal.
+    pub(crate) fn wait_durable(&self) -> Result<()> {
+        let target = self.current();
+        let mut synced = self.lock();
+        while synced.through < target && synced.failure.is_none() {
+            synced = self
+                .changed
+                .wait(synced)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        match &synced.failure {
+            Some(reason) => Err(sync_failed(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Makes `batches` durable and acknowledges their callers in commit order. Each batch returned
+/// from COMMIT before this call, so its WAL frames are written and one fdatasync of `wal` covers
+/// them all; without `wal` their COMMIT synced them already.
+fn settle_all(batches: &mut Vec<Batch>, wal: Option<&File>, watermark: &Watermark) {
+    let through = batches.iter().map(|b| b.id).max().unwrap_or_default();
+    let committed = batches.iter().any(|b| b.outcome.is_ok());
+    let synced = match wal {
+        Some(wal) if committed => wal.sync_data().map_err(|e| e.to_string()),
+        _ => Ok(()),
+    };
+    // Recorded before anything is acknowledged, so that no later sync — which may succeed once
+    // the kernel has reported the error — lets another batch through.
+    let failure = synced.err().or_else(|| watermark.failure());
+    watermark.settle(through, failure.as_deref());
+    for batch in batches.drain(..) {
+        batch.settle(failure.as_deref());
+    }
+}
+
+/// How the writer gets its committed batches durable.
+pub(crate) enum Syncer {
+    /// `synchronous=FULL`: COMMIT synced the batch, acknowledge it at once.
+    InCommit,
+    /// `synchronous=NORMAL`: COMMIT only wrote the WAL, which is fdatasync'd before the batch is
+    /// acknowledged — by `journal-sync` while the writer goes on, or by the writer itself when
+    /// nothing else waits. The two never sync at the same time: the writer syncs only once
+    /// `journal-sync` has settled everything it was handed, and hands it nothing meanwhile. (They
+    /// share one open file description, so a write-back error is reported to exactly one of them.)
+    Wal {
+        wal: File,
+        to_thread: std_mpsc::SyncSender<Batch>,
+        thread: std::thread::JoinHandle<()>,
+        /// Highest batch id handed to `journal-sync`.
+        handed_off: u64,
+    },
+}
+
+impl Syncer {
+    /// Starts `journal-sync` for the WAL file `wal`.
+    pub(crate) fn spawn(wal: File, watermark: std::sync::Arc<Watermark>) -> std::io::Result<Self> {
+        let thread_wal = wal.try_clone()?;
+        // Bounded so that a WAL that syncs slower than the writer commits stalls the writer
+        // (and through its full queue the appenders) instead of piling up unacknowledged batches.
+        let (to_thread, batches) = std_mpsc::sync_channel::<Batch>(MAX_UNSETTLED_BATCHES);
+        let thread = std::thread::Builder::new()
+            .name("journal-sync".to_owned())
+            .spawn(move || {
+                let mut pending = Vec::new();
+                while let Ok(first) = batches.recv() {
+                    pending.push(first);
+                    pending.extend(batches.try_iter());
+                    settle_all(&mut pending, Some(&thread_wal), &watermark);
+                }
+            })?;
+        Ok(Self::Wal {
+            wal,
+            to_thread,
+            thread,
+            handed_off: 0,
+        })
+    }
+
+    /// Gets `batch` durable and acknowledged, now or on `journal-sync`; `idle` says no command is
+    /// waiting. False when `journal-sync` is gone.
+    pub(super) fn settle(&mut self, batch: Batch, idle: bool, watermark: &Watermark) -> bool {
+        match self {
+            Self::InCommit => settle_all(&mut vec![batch], None, watermark),
+            Self::Wal {
+                wal,
+                to_thread,
+                handed_off,
+                ..
+            } => {
+                if idle && watermark.settled_through() >= *handed_off {
+                    settle_all(&mut vec![batch], Some(wal), watermark);
+                } else {
+                    *handed_off = batch.id;
+                    // Should `journal-sync` have died, the batch's callers see `Closed`.
+                    return to_thread.send(batch).is_ok();
+                }
+            }
+        }
+        true
+    }
+
+    /// Waits for `journal-sync` to acknowledge what it holds.
+    pub(super) fn finish(self) {
+        if let Self::Wal {
+            to_thread, thread, ..
+        } = self
+        {
+            drop(to_thread);
+            // A panic there already failed its callers (their acks were dropped).
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    fn batch(id: u64) -> (Batch, oneshot::Receiver<Result<()>>) {
+        let (ack, done) = oneshot::channel();
+        let batch = Batch {
+            id,
+            done: vec![Done::Unit(ack, Ok(()))],
+            outcome: Ok(()),
+        };
+        (batch, done)
+    }
+
+    #[test]
+    fn readers_wait_for_the_sync_of_what_they_may_have_seen() {
+        let watermark = Arc::new(Watermark::default());
+        watermark.wait_durable().unwrap();
+        let id = watermark.begin_commit();
+        let reader = {
+            let watermark = Arc::clone(&watermark);
+            std::thread::spawn(move || watermark.wait_durable())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!reader.is_finished(), "returned before the sync");
+        let (batch, mut done) = batch(id);
+        settle_all(&mut vec![batch], None, &watermark);
+        reader.join().unwrap().unwrap();
+        done.try_recv().unwrap().unwrap();
+    }
+
+    // A failed WAL sync fails its batch and every later one, and stops the readers: after an
+    // fsync error the kernel may have dropped the pages, so no later success proves anything.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_wal_sync_fails_its_batch_and_everything_after() {
+        // fdatasync on /dev/null fails with EINVAL.
+        let wal = File::options().write(true).open("/dev/null").unwrap();
+        let watermark = Watermark::default();
+        let (first, mut first_done) = batch(watermark.begin_commit());
+        settle_all(&mut vec![first], Some(&wal), &watermark);
+        assert!(matches!(
+            first_done.try_recv().unwrap(),
+            Err(JournalError::Io(_))
+        ));
+        let (second, mut second_done) = batch(watermark.begin_commit());
+        settle_all(&mut vec![second], None, &watermark);
+        assert!(matches!(
+            second_done.try_recv().unwrap(),
+            Err(JournalError::Io(_))
+        ));
+        assert!(watermark.failure().is_some());
+        assert!(watermark.wait_durable().is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! How a backend's callers hand a write to its writer (a thread or tasks fed by one bounded
+//! channel, with group commit) and wait for the answer: each command carries an [`Ack`], sent
+//! once the command's batch is durable or has failed.
+
+use agentsessions_api::Event;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::chain::PreparedEvent;
+use crate::error::{JournalError, Result};
+use crate::record::LogRecord;
+use crate::rules;
+
+/// Where a writer sends one command's result.
+pub type Ack<T> = oneshot::Sender<Result<T>>;
+
+/// Sends the command `make` builds around a fresh [`Ack`] and waits for its answer. Waits for
+/// room when the queue is full, which is the back-pressure on callers.
+///
+/// # Errors
+/// The command's own error; [`JournalError::Closed`] when the writer is gone (before or after
+/// it took the command).
+pub async fn request<C, T>(queue: &mpsc::Sender<C>, make: impl FnOnce(Ack<T>) -> C) -> Result<T> {
+    let (ack, done) = oneshot::channel();
+    queue
+        .send(make(ack))
+        .await
+        .map_err(|_| JournalError::Closed)?;
+    done.await.map_err(|_| JournalError::Closed)?
+}
+
+/// An append as every backend's writer receives it: checked and canonicalized on the caller's
+/// task, so a bad event never reaches (or fails) a batch.
+#[derive(Debug)]
+pub struct Append {
+    /// Session uid.
+    pub session: String,
+    /// The caller's CAS cursor.
+    pub expected_last_seq: i64,
+    /// The writer's fence, or `None` to mint the next one in the same commit.
+    pub fence: Option<i64>,
+    /// The events, ready to chain.
+    pub events: Vec<PreparedEvent>,
+    /// Where the records go once durable.
+    pub ack: Ack<Vec<LogRecord>>,
+}
+
+/// Prepares an append (see [`rules::prepare_batch`]), sends it to the writer as the command
+/// `wrap` makes of it, and waits for its records.
+///
+/// # Errors
+/// As [`rules::prepare_batch`] and [`request`], and the writer's refusal.
+pub async fn append<C>(
+    queue: &mpsc::Sender<C>,
+    wrap: impl FnOnce(Append) -> C,
+    session: &str,
+    expected_last_seq: i64,
+    fence: Option<i64>,
+    events: Vec<Event>,
+) -> Result<Vec<LogRecord>> {
+    let events = rules::prepare_batch(session, events, fence.is_none())?;
+    request(queue, |ack| {
+        wrap(Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence,
+            events,
+            ack,
+        })
+    })
+    .await
+}
