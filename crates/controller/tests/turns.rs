@@ -671,6 +671,34 @@ async fn deadline_interrupts_and_leaves_the_turn_resumable() {
     assert_eq!(live.calls(), 1, "the model cut is re-driven once");
 }
 
+// Deadline on paused time: an hour-long deadline fires without an hour passing, and the turn
+// is cut exactly as with a real clock (STYLE rule 11: time is an input).
+#[tokio::test(start_paused = true)]
+async fn an_hour_long_deadline_fires_on_paused_time() {
+    let journal = memory();
+    let model = Arc::new(StuckModel::default());
+    let c = controller(&journal, Arc::new(EchoHarness::default()), model.clone());
+    let began = tokio::time::Instant::now();
+    let err = c
+        .exec(ExecRequest {
+            deadline: Some(SystemTime::now() + Duration::from_secs(3600)),
+            ..exec("hi")
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ControllerError::DeadlineExceeded));
+    assert!(
+        began.elapsed() >= Duration::from_secs(3590),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(model.dropped.load(Ordering::SeqCst));
+    assert_eq!(
+        kinds(&read(&journal).await),
+        ["EXECUTION_START", "INPUT", "MODEL_CALL", "ERROR"]
+    );
+}
+
 // extensions §4: the policy default is journaled and handed to the harness; a model outside it
 // fails the execution even if the harness swallows the refusal.
 #[tokio::test]
