@@ -23,7 +23,7 @@ use agentsessions_journal::testing::{fork_marker, percentile, turn_event};
 use agentsessions_journal::{Journal, SqliteJournal};
 
 /// Database plus WAL bytes once the WAL is checkpointed into the database and truncated.
-fn settled_bytes(path: &Path) -> u64 {
+fn checkpointed_bytes(path: &Path) -> u64 {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.busy_timeout(Duration::from_secs(10)).unwrap();
     let _: (i64, i64, i64) = conn
@@ -65,7 +65,7 @@ fn fork_point(k: usize, children: usize, head: i64) -> i64 {
 }
 
 async fn forks_sequential(j: &SqliteJournal, path: &Path, head: i64, children: usize) {
-    let before = settled_bytes(path);
+    let before = checkpointed_bytes(path);
     let mut fork_only = Vec::with_capacity(children);
     let mut with_marker = Vec::with_capacity(children);
     let start = Instant::now();
@@ -81,7 +81,7 @@ async fn forks_sequential(j: &SqliteJournal, path: &Path, head: i64, children: u
         with_marker.push(t.elapsed());
     }
     let elapsed = start.elapsed();
-    let added = settled_bytes(path) - before;
+    let added = checkpointed_bytes(path) - before;
     let fork_total: Duration = fork_only.iter().sum();
     report(
         "a. sequential: fork_session only",
@@ -100,7 +100,7 @@ async fn forks_sequential(j: &SqliteJournal, path: &Path, head: i64, children: u
 }
 
 async fn forks_concurrent(j: &Arc<SqliteJournal>, path: &Path, head: i64, children: usize) {
-    let before = settled_bytes(path);
+    let before = checkpointed_bytes(path);
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for k in 0..children {
@@ -121,7 +121,7 @@ async fn forks_concurrent(j: &Arc<SqliteJournal>, path: &Path, head: i64, childr
         latencies.push(l.unwrap());
     }
     let elapsed = start.elapsed();
-    let added = settled_bytes(path) - before;
+    let added = checkpointed_bytes(path) - before;
     report(
         "b. concurrent: fork_session + FORK marker",
         children,
@@ -133,7 +133,7 @@ async fn forks_concurrent(j: &Arc<SqliteJournal>, path: &Path, head: i64, childr
 
 /// The reference's way: every prefix record appended again under the child.
 async fn forks_copying(j: &SqliteJournal, path: &Path, head: i64, children: usize) {
-    let before = settled_bytes(path);
+    let before = checkpointed_bytes(path);
     let mut latencies = Vec::with_capacity(children);
     let start = Instant::now();
     for k in 0..children {
@@ -156,7 +156,7 @@ async fn forks_copying(j: &SqliteJournal, path: &Path, head: i64, children: usiz
         latencies.push(t.elapsed());
     }
     let elapsed = start.elapsed();
-    let added = settled_bytes(path) - before;
+    let added = checkpointed_bytes(path) - before;
     report(
         "c. copying the prefix (reference), + marker",
         children,
@@ -215,7 +215,7 @@ async fn run(dir: &Path, parent_records: i64) {
             .unwrap()
             .seq;
     }
-    let parent_bytes = settled_bytes(&path);
+    let parent_bytes = checkpointed_bytes(&path);
     println!(
         "parent: {head} records, database {parent_bytes} bytes ({:.0} bytes/record)",
         parent_bytes as f64 / head as f64
