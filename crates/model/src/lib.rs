@@ -43,6 +43,7 @@
 //! - [`anthropic`]: the Anthropic dialect, [`AnthropicConfig`] and [`AnthropicProvider`], with
 //!   the request mapping table.
 //! - [`offline`]: [`EchoModel`] and [`RandomTextModel`].
+//! - [`directive`]: [`DirectiveModel`], an offline model that calls the tool a person names.
 //! - `counting`: [`CountingProvider`].
 //! - `error`: [`ModelError`], its retry rule and its status codes.
 //! - `http`: the shared client, [`RetryPolicy`] and the retry loop, capped body reads.
@@ -54,6 +55,7 @@
 pub mod anthropic;
 mod content;
 mod counting;
+pub mod directive;
 mod error;
 mod http;
 pub mod offline;
@@ -64,6 +66,7 @@ mod sse;
 
 pub use anthropic::{AnthropicConfig, AnthropicDialect, AnthropicProvider};
 pub use counting::CountingProvider;
+pub use directive::DirectiveModel;
 pub use error::{ModelError, Result};
 pub use http::RetryPolicy;
 pub use offline::{EchoModel, RandomTextModel};
