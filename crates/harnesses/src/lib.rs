@@ -25,8 +25,8 @@ pub mod counter;
 pub mod echo;
 pub mod error;
 
-#[cfg(test)]
-mod testsink;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testsink;
 
 pub use catalog::reference_harness;
 pub use chat::ChatHarness;

@@ -1,46 +1,107 @@
-//! A recording [`EventSink`] for the unit tests: it remembers every call in order and answers
-//! model calls with `"echo:" + the last message's text` (the built-in echo model), or with a
-//! scripted error.
+//! [`RecordingSink`], the host side of a harness under test: it remembers every call in order and
+//! answers model calls like the built-in echo model (`"echo:" + the last message's text`), or
+//! with a scripted error, or only once a test releases it. The unit tests here and the runtime,
+//! harnessnode and wire tests share it (feature `test-util`).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use agentsessions_api::{
     ApiError, EventSink, Message, ModelRequest, ModelResponse, Result, ToolCall, ToolResult, Usage,
 };
 use async_trait::async_trait;
+use tokio::sync::Notify;
 
 /// One sink call, as the harness made it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Call {
+pub enum Call {
+    /// A model call.
     Model(ModelRequest),
+    /// Output text.
     Output(String),
+    /// A tool call to mediate.
     ToolCall(ToolCall),
+    /// A result of a tool the harness ran.
     Report(ToolResult),
+    /// Token usage.
     Usage(Usage),
 }
 
+/// A recording, echo-answering sink; see the module docs.
 #[derive(Debug, Default)]
-pub(crate) struct RecordingSink {
+pub struct RecordingSink {
     calls: Mutex<Vec<Call>>,
+    answers: Mutex<Vec<String>>,
     model_error: Option<ApiError>,
+    gate: Option<ModelGate>,
+}
+
+/// Holds each model call until the test releases it.
+#[derive(Debug, Default)]
+struct ModelGate {
+    entered: Notify,
+    release: Notify,
 }
 
 impl RecordingSink {
     /// A sink whose model calls fail with `err`.
-    pub(crate) fn failing_models(err: ApiError) -> Self {
+    pub fn failing_models(err: ApiError) -> Self {
         Self {
-            calls: Mutex::default(),
             model_error: Some(err),
+            ..Self::default()
         }
     }
 
-    pub(crate) fn calls(&self) -> Vec<Call> {
-        self.calls.lock().unwrap().clone()
+    /// A sink whose every model call waits, after [`Self::entered`] fires, until
+    /// [`Self::release`].
+    pub fn holding_models() -> Self {
+        Self {
+            gate: Some(ModelGate::default()),
+            ..Self::default()
+        }
+    }
+
+    /// Waits until a model call has entered a holding sink.
+    pub async fn entered(&self) {
+        if let Some(gate) = &self.gate {
+            gate.entered.notified().await;
+        }
+    }
+
+    /// Lets one held model call answer.
+    pub fn release(&self) {
+        if let Some(gate) = &self.gate {
+            gate.release.notify_one();
+        }
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        lock(&self.calls).clone()
+    }
+
+    /// The model requests so far, in order.
+    pub fn model_requests(&self) -> Vec<ModelRequest> {
+        self.calls()
+            .into_iter()
+            .filter_map(|call| match call {
+                Call::Model(request) => Some(request),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The text of every model answer given so far, in order.
+    pub fn answers(&self) -> Vec<String> {
+        lock(&self.answers).clone()
     }
 
     fn record(&self, call: Call) {
-        self.calls.lock().unwrap().push(call);
+        lock(&self.calls).push(call);
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[async_trait]
@@ -52,13 +113,19 @@ impl EventSink for RecordingSink {
             .map(Message::text)
             .unwrap_or_default();
         self.record(Call::Model(request));
-        match &self.model_error {
-            Some(err) => Err(err.clone()),
-            None => Ok(ModelResponse {
-                message: Message::text_message("assistant", format!("echo:{last}")),
-                usage: Usage::default(),
-            }),
+        if let Some(gate) = &self.gate {
+            gate.entered.notify_one();
+            gate.release.notified().await;
         }
+        if let Some(err) = &self.model_error {
+            return Err(err.clone());
+        }
+        let answer = format!("echo:{last}");
+        lock(&self.answers).push(answer.clone());
+        Ok(ModelResponse {
+            message: Message::text_message("assistant", answer),
+            usage: Usage::default(),
+        })
     }
 
     async fn output(&self, text: String) -> Result<()> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use agentsessions_api::Harness as _;
 use agentsessions_harnesswire::RemoteHarness;
 
-use crate::support::{HostSink, node, signal, start, start_frame};
+use crate::support::{RecordingSink, node, signal, start, start_frame};
 
 #[tokio::test]
 async fn serves_echo_on_a_unix_socket_and_stops_on_sigterm() {
@@ -21,9 +21,9 @@ async fn serves_echo_on_a_unix_socket_and_stops_on_sigterm() {
         (descriptor.id.as_str(), descriptor.version.as_str()),
         ("echo", "1")
     );
-    let sink = HostSink::default();
+    let sink = RecordingSink::default();
     harness.run(&start_frame("s", "hi"), &sink).await.unwrap();
-    assert_eq!(sink.requests.lock().unwrap()[0].model, "echo");
+    assert_eq!(sink.model_requests()[0].model, "echo");
 
     signal(child.id().unwrap(), "TERM");
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
@@ -74,7 +74,7 @@ async fn chat_with_a_system_prompt() {
         descriptor.version
     );
 
-    let sink = HostSink::default();
+    let sink = RecordingSink::default();
     harness
         .run(&start_frame("s", "hello"), &sink)
         .await
@@ -82,7 +82,7 @@ async fn chat_with_a_system_prompt() {
     let mut own = start_frame("s", "again");
     own.config = br#"{"system_prompt":"be verbose"}"#.to_vec();
     harness.run(&own, &sink).await.unwrap();
-    let requests = sink.requests.lock().unwrap();
+    let requests = sink.model_requests();
     let systems: Vec<String> = requests.iter().map(|r| r.messages[0].text()).collect();
     assert_eq!(systems, ["be brief", "be verbose"]);
     assert_eq!(requests[0].model, "gpt-test");
@@ -221,7 +221,7 @@ async fn serves_mutual_tls_when_asked() {
     };
     let trusted = RemoteHarness::connect_lazy_tls(&address, Some(client_tls(true))).unwrap();
     assert_eq!(trusted.describe().await.unwrap().id, "echo");
-    let sink = HostSink::default();
+    let sink = RecordingSink::default();
     trusted.run(&start_frame("s", "hi"), &sink).await.unwrap();
     RemoteHarness::connect_lazy_tls(&address, Some(client_tls(false)))
         .unwrap()

@@ -9,7 +9,7 @@ use agentsessions_runtime::{
 };
 use tempfile::TempDir;
 
-use crate::support::{BIN, HostSink, signal, start_frame, wait_gone, worker_pid};
+use crate::support::{BIN, RecordingSink, signal, start_frame, wait_gone, worker_pid};
 
 fn runtime(harness: &str) -> (LocalRuntime, TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -62,19 +62,16 @@ async fn a_process_killed_mid_turn_is_replaced_on_the_next_create() {
     let pid = worker_pid(&first.worker);
 
     let harness = dialer.dial(&first).await.unwrap();
-    let sink = Arc::new(HostSink {
-        block: true,
-        ..HostSink::default()
-    });
+    let sink = Arc::new(RecordingSink::holding_models());
     let turn = {
         let sink = Arc::clone(&sink);
         tokio::spawn(async move { harness.run(&start_frame("s", "one"), sink.as_ref()).await })
     };
-    sink.entered.notified().await;
+    sink.entered().await;
     signal(pid, "KILL");
     wait_gone(pid).await;
     // The host's model call completes only now; the harness is no longer there to take it.
-    sink.release.notify_one();
+    sink.release();
     let failed = tokio::time::timeout(Duration::from_secs(10), turn)
         .await
         .unwrap()
@@ -85,9 +82,9 @@ async fn a_process_killed_mid_turn_is_replaced_on_the_next_create() {
     assert_ne!(worker_pid(&second.worker), pid);
     assert_eq!(second.address, first.address);
     let harness = dialer.dial(&second).await.unwrap();
-    let sink = HostSink::default();
+    let sink = RecordingSink::default();
     harness.run(&start_frame("s", "two"), &sink).await.unwrap();
-    assert_eq!(sink.requests.lock().unwrap().len(), 1);
+    assert_eq!(sink.model_requests().len(), 1);
     runtime.close().await;
 }
 

@@ -1,16 +1,11 @@
 //! Starting the binary, signalling processes, and a recording host sink.
 
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use agentsessions_api::{
-    EventSink, Message, ModelRequest, ModelResponse, Result, Start, ToolCall, ToolResult, Usage,
-};
-use async_trait::async_trait;
+use agentsessions_api::{Message, Start};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::Notify;
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_harnessnode");
 
@@ -89,54 +84,7 @@ pub(crate) fn worker_pid(worker: &str) -> u32 {
     worker.rsplit_once('/').unwrap().1.parse().unwrap()
 }
 
-/// Answers model calls like the echo model; records every request. With `block`, each model
-/// call signals `entered` and waits for `release` before answering.
-#[derive(Debug, Default)]
-pub(crate) struct HostSink {
-    pub(crate) requests: Mutex<Vec<ModelRequest>>,
-    pub(crate) block: bool,
-    pub(crate) entered: Notify,
-    pub(crate) release: Notify,
-}
-
-#[async_trait]
-impl EventSink for HostSink {
-    async fn model(&self, request: ModelRequest) -> Result<ModelResponse> {
-        let last = request
-            .messages
-            .last()
-            .map(Message::text)
-            .unwrap_or_default();
-        self.requests.lock().unwrap().push(request);
-        if self.block {
-            self.entered.notify_one();
-            self.release.notified().await;
-        }
-        Ok(ModelResponse {
-            message: Message::text_message("assistant", format!("echo:{last}")),
-            usage: Usage::default(),
-        })
-    }
-
-    async fn output(&self, _text: String) -> Result<()> {
-        Ok(())
-    }
-
-    async fn tool_call(&self, call: ToolCall) -> Result<ToolResult> {
-        Ok(ToolResult {
-            id: call.id,
-            ..ToolResult::default()
-        })
-    }
-
-    async fn report(&self, _result: ToolResult) -> Result<()> {
-        Ok(())
-    }
-
-    async fn usage(&self, _usage: Usage) -> Result<()> {
-        Ok(())
-    }
-}
+pub(crate) use agentsessions_harnesses::testsink::RecordingSink;
 
 pub(crate) fn start_frame(session: &str, text: &str) -> Start {
     Start {

@@ -8,7 +8,7 @@ use agentsessions_api::{
 use agentsessions_harnesses::EchoHarness;
 use agentsessions_runtime::{LocalRuntime, WireDialer, conformance};
 
-use crate::support::{EchoSink, start};
+use crate::support::{RecordingSink, start};
 
 fn spec(uid: &str) -> SessionSpec {
     SessionSpec {
@@ -56,9 +56,9 @@ async fn sessions_share_one_lazily_started_server() {
     // Stop is a no-op for the shared server: the next turn still reaches it.
     runtime.stop(&a).await.unwrap();
     let harness = WireDialer::new().dial(&b).await.unwrap();
-    let sink = EchoSink::default();
+    let sink = RecordingSink::default();
     harness.run(&start("b", "hi"), &sink).await.unwrap();
-    assert_eq!(*sink.answers.lock().unwrap(), ["echo:hi"]);
+    assert_eq!(sink.answers(), ["echo:hi"]);
     runtime.close().await;
 }
 

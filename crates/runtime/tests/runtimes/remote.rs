@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::support::{EchoSink, start};
+use crate::support::{RecordingSink, start};
 
 /// Serves the echo harness on 127.0.0.1:0; returns the address and the stop switch.
 async fn serve_echo() -> (String, oneshot::Sender<()>) {
@@ -104,7 +104,7 @@ async fn a_closed_remote_runtime_stays_closed() {
     runtime.stop(&inc).await.unwrap();
     let harness = WireDialer::new().dial(&inc).await.unwrap();
     harness
-        .run(&start("s", "still here"), &EchoSink::default())
+        .run(&start("s", "still here"), &RecordingSink::default())
         .await
         .unwrap();
 
@@ -154,9 +154,9 @@ async fn call_metadata_reaches_the_harness_server() {
     };
     let harness = WireDialer::new().dial(&incarnation).await.unwrap();
     assert_eq!(harness.describe().await.unwrap().id, "echo");
-    let sink = EchoSink::default();
+    let sink = RecordingSink::default();
     harness.run(&start("s", "routed"), &sink).await.unwrap();
-    assert_eq!(*sink.answers.lock().unwrap(), ["echo:routed"]);
+    assert_eq!(sink.answers(), ["echo:routed"]);
     assert_eq!(*seen.lock().unwrap(), ["sandbox-7", "sandbox-7"]);
 
     stop.send(()).unwrap();
