@@ -108,3 +108,96 @@ impl PrincipalSource for JournalPrincipals {
         })
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use agentsessions_journal::{MemoryJournal, SessionRow};
+    use jsonwebtoken::jwk::JwkSet;
+    use jsonwebtoken::{DecodingKey, Validation};
+
+    use super::*;
+    use crate::host::{HostConfig, HostError, build_service};
+
+    fn config_with_key(dir: &std::path::Path) -> HostConfig {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        std::fs::write(dir.join("mint.pem"), key.serialize_pem()).unwrap();
+        let text = "[identity]\nissuer = \"https://agents.test\"\nsigning_key = \"mint.pem\"\n\
+                    key_id = \"k1\"\ntoken_lifetime_secs = 60\n";
+        let mut config: HostConfig = toml::from_str(text).unwrap();
+        if let Some(identity) = &mut config.identity {
+            identity.resolve_paths(dir);
+        }
+        config
+    }
+
+    // [identity] in the daemon's file: the host mints per tool call for the session's owner, as
+    // the journal stores it, and publishes the key its audiences verify with.
+    #[tokio::test]
+    async fn an_identity_section_makes_a_host_that_mints_for_the_sessions_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_with_key(dir.path());
+        let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        journal
+            .put_session(SessionRow {
+                uid: "s1".to_owned(),
+                harness: "echo".to_owned(),
+                owner: CallerIdentity::new("https://idp.test", "alice"),
+                ..SessionRow::default()
+            })
+            .await
+            .unwrap();
+        let assembled = build_service(Arc::clone(&journal), &config).unwrap();
+        let identity = assembled.identity.unwrap();
+        assert_eq!(identity.issuer.lifetime_secs(), 60);
+        let token = identity
+            .tokens
+            .token_for("https://mcp.test", "s1", "x1", "call-1")
+            .await
+            .unwrap();
+        let jwks: JwkSet = serde_json::from_str(&identity.issuer.jwks_json().unwrap()).unwrap();
+        let key = DecodingKey::from_jwk(jwks.find("k1").unwrap()).unwrap();
+        let mut validation = Validation::new(jsonwebtoken::Algorithm::ES256);
+        validation.set_issuer(&["https://agents.test"]);
+        validation.set_audience(&["https://mcp.test"]);
+        let claims = jsonwebtoken::decode::<serde_json::Value>(&token, &key, &validation)
+            .unwrap()
+            .claims;
+        assert_eq!(claims["sub"], "alice");
+        assert_eq!(claims["tctx"]["tool_call_id"], "call-1");
+        let unknown = identity
+            .tokens
+            .token_for("https://mcp.test", "nope", "x1", "call-1")
+            .await
+            .unwrap_err();
+        assert_eq!(unknown.status_code(), StatusCode::NotFound);
+    }
+
+    #[test]
+    fn without_an_identity_section_nothing_is_minted() {
+        let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let assembled = build_service(journal, &HostConfig::default()).unwrap();
+        assert!(assembled.identity.is_none());
+    }
+
+    #[test]
+    fn a_missing_key_file_stops_the_host_naming_the_section_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config_with_key(dir.path());
+        if let Some(identity) = &mut config.identity {
+            identity.signing_key = dir.path().join("absent.pem");
+        }
+        let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let refused = build_service(journal, &config).map(|_| ());
+        assert!(
+            matches!(
+                &refused,
+                Err(HostError::Identity(AuthError::ReadFile { .. }))
+            ),
+            "{refused:?}"
+        );
+        let message = refused.unwrap_err().to_string();
+        assert!(message.starts_with("[identity]: "), "{message}");
+        assert!(message.contains("absent.pem"), "{message}");
+    }
+}
