@@ -152,7 +152,7 @@ pub enum AuthError {
     },
     /// The mint request is malformed (no audience, more than one, or no session or execution).
     #[error("invalid mint request: {problem}")]
-    InvalidAudience {
+    InvalidMintRequest {
         /// What is wrong.
         problem: &'static str,
     },
@@ -271,7 +271,7 @@ impl AuthError {
             | Self::Signing { .. }
             | Self::NotAuthenticated => tonic::Code::Internal,
             Self::MintDenied | Self::AudienceNotAllowed { .. } => tonic::Code::PermissionDenied,
-            Self::InvalidAudience { .. } => tonic::Code::InvalidArgument,
+            Self::InvalidMintRequest { .. } => tonic::Code::InvalidArgument,
             Self::NoPrincipal { .. } => tonic::Code::FailedPrecondition,
             Self::MissingBearerToken
             | Self::MissingClientCertificate

@@ -245,7 +245,7 @@ impl TokenIssuer {
     ///
     /// # Errors
     ///
-    /// [`AuthError::InvalidAudience`] for an empty audience or missing session or execution;
+    /// [`AuthError::InvalidMintRequest`] for an empty audience or missing session or execution;
     /// [`AuthError::AudienceNotAllowed`] for an audience outside `[identity].audiences`;
     /// [`AuthError::NoPrincipal`] when the session has neither an owner nor an agent principal;
     /// [`AuthError::MintDenied`] when the policy denies [`Action::Mint`];
@@ -253,12 +253,12 @@ impl TokenIssuer {
     /// [`AuthError::Signing`] when the key cannot sign. Nothing is minted on any error.
     pub async fn mint_at(&self, request: &MintRequest, now: u64) -> Result<String> {
         if request.audience.is_empty() {
-            return Err(AuthError::InvalidAudience {
+            return Err(AuthError::InvalidMintRequest {
                 problem: "the audience is empty",
             });
         }
         if request.session_uid.is_empty() || request.execution_id.is_empty() {
-            return Err(AuthError::InvalidAudience {
+            return Err(AuthError::InvalidMintRequest {
                 problem: "a token is minted for a session's execution; both ids are required",
             });
         }
