@@ -4,6 +4,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use agentsessions_api::{ApiError, StatusCode};
+
 /// The crate's result type.
 pub type Result<T, E = AuthError> = std::result::Result<T, E>;
 
@@ -129,6 +131,47 @@ pub enum AuthError {
         problem: &'static str,
     },
 
+    /// The `[identity]` signing key cannot be loaded.
+    #[error("invalid token signing key in {path}: {source}")]
+    InvalidSigningKey {
+        /// The file.
+        path: PathBuf,
+        /// jsonwebtoken's reason.
+        source: jsonwebtoken::errors::Error,
+    },
+
+    // ---- per mint (delegated tokens) ----
+    /// The mint policy denied [`agentsessions_api::Action::Mint`]: nothing was minted.
+    #[error("minting a token for this session is not allowed")]
+    MintDenied,
+    /// The audience is not one `[identity].audiences` lists.
+    #[error("tokens for audience {audience:?} are not minted by this host")]
+    AudienceNotAllowed {
+        /// The requested audience.
+        audience: String,
+    },
+    /// The mint request is malformed (no audience, more than one, or no session or execution).
+    #[error("invalid mint request: {problem}")]
+    InvalidMintRequest {
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// The session has neither an owner nor an agent principal to mint for.
+    #[error("session {session:?} has no principal to mint a token for")]
+    NoPrincipal {
+        /// The session.
+        session: String,
+    },
+    /// The mint policy failed without a decision (a host failure; logged where it happened).
+    #[error("the mint policy failed")]
+    MintPolicyFailed,
+    /// The token could not be signed (or the public key derived).
+    #[error("cannot sign the token: {source}")]
+    Signing {
+        /// jsonwebtoken's reason.
+        source: jsonwebtoken::errors::Error,
+    },
+
     // ---- per call: UNAUTHENTICATED ----
     /// The server requires a bearer token and the call has none.
     #[error("missing bearer token")]
@@ -205,7 +248,8 @@ impl AuthError {
     }
 
     /// The gRPC code: `UNAUTHENTICATED` for every per-call failure, `INTERNAL` for setup and
-    /// wiring faults (which a caller cannot fix).
+    /// wiring faults (which a caller cannot fix); a refused mint is `PERMISSION_DENIED`,
+    /// `INVALID_ARGUMENT` or `FAILED_PRECONDITION`.
     pub fn code(&self) -> tonic::Code {
         match self {
             Self::ReadFile { .. }
@@ -222,7 +266,13 @@ impl AuthError {
             | Self::UnknownAction { .. }
             | Self::NotAllowlistable { .. }
             | Self::InvalidConfig { .. }
+            | Self::InvalidSigningKey { .. }
+            | Self::MintPolicyFailed
+            | Self::Signing { .. }
             | Self::NotAuthenticated => tonic::Code::Internal,
+            Self::MintDenied | Self::AudienceNotAllowed { .. } => tonic::Code::PermissionDenied,
+            Self::InvalidMintRequest { .. } => tonic::Code::InvalidArgument,
+            Self::NoPrincipal { .. } => tonic::Code::FailedPrecondition,
             Self::MissingBearerToken
             | Self::MissingClientCertificate
             | Self::MissingCredentials
@@ -247,8 +297,28 @@ impl AuthError {
     /// faults are sanitized, since file paths and key details are for the operator's log only.
     pub fn status(&self) -> tonic::Status {
         match self.code() {
-            tonic::Code::Unauthenticated => tonic::Status::unauthenticated(self.to_string()),
-            code => tonic::Status::new(code, "authentication is misconfigured on the server"),
+            tonic::Code::Internal => {
+                tonic::Status::internal("authentication is misconfigured on the server")
+            }
+            code => tonic::Status::new(code, self.to_string()),
+        }
+    }
+
+    /// The error a [`agentsessions_api::TokenMinter`] reports for a refused mint: a denial is
+    /// [`ApiError::PermissionDenied`]; host faults are sanitized like [`AuthError::status`].
+    pub fn into_api_error(self) -> ApiError {
+        match self.code() {
+            tonic::Code::PermissionDenied => ApiError::PermissionDenied,
+            tonic::Code::InvalidArgument => {
+                ApiError::status(StatusCode::InvalidArgument, self.to_string())
+            }
+            tonic::Code::FailedPrecondition => {
+                ApiError::status(StatusCode::FailedPrecondition, self.to_string())
+            }
+            tonic::Code::Unauthenticated => {
+                ApiError::status(StatusCode::Unauthenticated, self.to_string())
+            }
+            _ => ApiError::status(StatusCode::Internal, "token minting failed on the host"),
         }
     }
 }

@@ -14,6 +14,9 @@
 //! - [`authenticator`]: [`Authenticator`], the per-call decision, [`AuthInterceptor`] (server) and
 //!   [`BearerToken`] (client).
 //! - [`error`]: [`AuthError`] and its gRPC code.
+//! - [`identity`]: [`IdentitySettings`], the daemon's `[identity]` table, and [`OwnerMintPolicy`].
+//! - [`mint`]: [`TokenIssuer`], short-lived audience-scoped delegated tokens and their JWKS.
+//! - [`delegated`]: [`TokenIssuer::minter`] for harnesses, [`DelegatedTokens`] for tool hubs.
 //!
 //! Server wiring, in order: `config.validate()`, `config.server_tls_config()` into
 //! `Server::builder().tls_config(..)`, `Arc::new(config.authenticator()?)` and its
@@ -23,8 +26,11 @@
 pub mod authenticator;
 pub mod cert;
 pub mod config;
+pub mod delegated;
 pub mod error;
+pub mod identity;
 pub mod jwt;
+pub mod mint;
 mod pem;
 pub mod tls;
 
@@ -33,9 +39,15 @@ pub use authenticator::{
 };
 pub use cert::{ClientCertIdentifier, certificate_subject, render_name};
 pub use config::{AllowEntry, AuthConfig, AuthorizationSettings, Policy};
+pub use delegated::{DelegatedTokens, MintBinding, PrincipalSource, SessionTokens};
 pub use error::{AuthError, Result};
+pub use identity::{IdentitySettings, MAX_TOKEN_LIFETIME_SECS, MintPolicy, OwnerMintPolicy};
 pub use jwt::{
     DEFAULT_LEEWAY_SECS, HmacKeySettings, JwtSettings, JwtVerifier, PublicKeySettings,
     VerificationKey,
+};
+pub use mint::{
+    ActorClaim, DEFAULT_TOKEN_LIFETIME_SECS, DelegatedClaims, MINT_METHOD, MintRequest,
+    SessionPrincipal, SigningKey, TokenIssuer, TransactionContext,
 };
 pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, install_crypto_provider};

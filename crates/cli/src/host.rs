@@ -46,6 +46,9 @@ pub enum HostError {
     /// The `[auth]` settings do not make a policy.
     #[error("[auth.authorization]: {0}")]
     Auth(#[from] agentsessions_auth::AuthError),
+    /// The `[identity]` settings (or the signing key file they name) do not make a token issuer.
+    #[error("[identity]: {0}")]
+    Identity(agentsessions_auth::AuthError),
 }
 
 /// How often the daemon's reclaimer looks for deleted sessions when the configuration says
@@ -93,6 +96,10 @@ pub struct HostConfig {
     /// their certificates chain to and, for harnesses that require one, this host's client
     /// certificate and key. Unset: cleartext.
     pub harness_tls: Option<agentsessions_auth::ClientTlsSettings>,
+    /// Delegated identity for tools (`[identity]` in the file; see `docs/security.md`): the host
+    /// mints short-lived, audience-scoped tokens for each session's principal and hands
+    /// harnesses a minter. Unset: harnesses get no minter.
+    pub identity: Option<agentsessions_auth::IdentitySettings>,
 }
 
 /// Redacts the password of a URL-like journal address for messages.
@@ -242,6 +249,9 @@ pub struct Assembled {
     pub default_harness: String,
     /// A one-line description of the model (never the key).
     pub model: String,
+    /// The delegated identity, when `[identity]` is configured: its JWKS for verifiers and the
+    /// tokens a tool hub attaches to its calls.
+    pub identity: Option<crate::identity::DelegatedIdentity>,
 }
 
 /// Assembles the Sessions service over `journal` from `config`: `echo` (the default) always,
@@ -293,7 +303,7 @@ pub fn build_service(
         echo: EchoModel::new(),
         other: provider,
     });
-    let mut builder = ServerBuilder::new(journal, router)
+    let mut builder = ServerBuilder::new(Arc::clone(&journal), router)
         .harness("echo", Arc::new(EchoHarness::new()), none)
         .default_harness("echo");
     if has_model {
@@ -339,7 +349,15 @@ pub fn build_service(
     if let Some(tls) = link_tls {
         builder = builder.harness_link_tls(tls);
     }
-    if let Some(authorizer) = config.auth.authorizer()? {
+    let authorizer = config.auth.authorizer()?;
+    // [identity]: mints are decided by the same policy as the RPCs unless it says otherwise.
+    let identity =
+        crate::identity::delegated_identity(config.identity.as_ref(), authorizer.clone(), journal)
+            .map_err(HostError::Identity)?;
+    if let Some(identity) = &identity {
+        builder = builder.token_minting(Arc::clone(&identity.minting));
+    }
+    if let Some(authorizer) = authorizer {
         builder = builder.authorizer(authorizer);
     }
     let service = builder.build()?;
@@ -349,6 +367,7 @@ pub fn build_service(
         harnesses,
         default_harness,
         model: description,
+        identity,
     })
 }
 

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
-    ApprovalDecision, ApprovalResult, Descriptor, Event, EventBody, EventKind, ExecutionStart,
-    Harness, History, IdentityContext, Message, ModelPolicy, ModelProvider, Start, Timestamp,
+    ApprovalDecision, ApprovalResult, CallerIdentity, Descriptor, Event, EventBody, EventKind,
+    ExecutionStart, Harness, History, IdentityContext, Message, ModelPolicy, ModelProvider, Start,
+    Timestamp,
 };
 use agentsessions_journal::{Journal, LogRecord};
 
@@ -91,6 +92,8 @@ pub struct Controller {
     settings: TurnSettings,
     compute_instance: String,
     identity: IdentityContext,
+    /// The session's verified owner, for the minter bound to each live turn.
+    owner: CallerIdentity,
 }
 
 impl std::fmt::Debug for Controller {
@@ -124,6 +127,7 @@ impl Controller {
             settings: TurnSettings::default(),
             compute_instance: String::new(),
             identity: IdentityContext::default(),
+            owner: CallerIdentity::default(),
         }
     }
 
@@ -220,6 +224,32 @@ impl Controller {
     pub fn with_identity(mut self, identity: IdentityContext) -> Self {
         self.identity = identity;
         self
+    }
+
+    /// The session's verified owner (empty for an unbound session): who the delegated tokens of
+    /// [`TurnSettings::minting`] are minted for.
+    #[must_use]
+    pub fn with_owner(mut self, owner: CallerIdentity) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// The identity handed to the harness of live execution `execution_id`: the configured
+    /// context, with a minter bound to this execution when the host mints tokens and no minter
+    /// was set explicitly.
+    fn turn_identity(&self, execution_id: &str) -> IdentityContext {
+        let mut identity = self.identity.clone();
+        if identity.mint_token.is_none()
+            && let Some(minting) = &self.settings.minting
+        {
+            identity.mint_token = Some(minting.minter(
+                &self.session,
+                execution_id,
+                &self.owner,
+                &identity.principal,
+            ));
+        }
+        identity
     }
 
     /// The registry of running executions this controller uses.
@@ -397,7 +427,7 @@ impl Controller {
             config: request.config,
             history: history_of_log(&descriptor, records),
             inputs: request.inputs,
-            identity: self.identity.clone(),
+            identity: self.turn_identity(&execution_id),
             resume_from_seq: request.resume_from_seq,
         };
         let opened_head = opened.last().map_or(expected, |r| r.seq);
@@ -513,13 +543,15 @@ impl Controller {
             // harness inside the sink.
             self.describe(deadline).await?
         };
-        let start = self.recorded_start(
+        let mut start = self.recorded_start(
             &pending,
             &shared_history(&records),
             pending.first,
             execution_id,
             &descriptor,
         );
+        // The re-driven turn runs live, so its harness may mint like a new one.
+        start.identity = self.turn_identity(&start.execution_id);
         let recorded = Recorded::new(pending.effect_records(&records));
         let ctx = self.sink(
             Mode::Resume,

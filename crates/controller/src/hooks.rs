@@ -1,11 +1,12 @@
 //! What a host plugs into the controller: a tool executor, an observer of committed records and
-//! deltas, a source of ids, and the registry that cancels running executions.
+//! deltas, a source of ids, the registry that cancels running executions, and the binder of
+//! delegated-token minters.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentsessions_api::{Delta, ToolCall, ToolResult};
+use agentsessions_api::{CallerIdentity, Delta, IdentityRef, TokenMinter, ToolCall, ToolResult};
 use agentsessions_journal::LogRecord;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -29,6 +30,24 @@ pub trait ToolExecutor: Send + Sync {
         session_uid: &str,
         call: &ToolCall,
     ) -> agentsessions_api::Result<ToolResult>;
+}
+
+/// Binds a delegated-token minter to each live execution (a host with identity configured).
+///
+/// The controller asks once per live turn (Exec, and a Resume that re-drives one) and hands the
+/// minter to the harness in [`agentsessions_api::IdentityContext::mint_token`]; a read-only
+/// replay gets none. The minter must mint for this session, execution and principal only, and
+/// never hand out a credential the caller presented to the host.
+pub trait TokenMinting: Send + Sync {
+    /// The minter for `execution_id` of `session_uid`, acting for `owner` (the session's verified
+    /// owner, empty for an unbound session) through `agent` (its bound agent principal).
+    fn minter(
+        &self,
+        session_uid: &str,
+        execution_id: &str,
+        owner: &CallerIdentity,
+        agent: &IdentityRef,
+    ) -> TokenMinter;
 }
 
 /// Watches a turn as it happens: every committed record, in seq order, and every streaming

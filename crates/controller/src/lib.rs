@@ -20,7 +20,8 @@
 //! - [`approval`] — the approval scan ([`approval::ApprovalGate`]s), receipt rules, and the
 //!   resume and decision rules at an open gate.
 //! - [`effects`] — the recorded effect cursor and matching rules.
-//! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`].
+//! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`],
+//!   [`TokenMinting`].
 //! - [`settings`] — [`TurnSettings`], what every turn of a host shares.
 //! - [`legacy`] — the compatibility id of v0.1.2 turns.
 //! - [`mod@error`] — [`ControllerError`].
@@ -38,5 +39,5 @@ mod sink;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
-pub use hooks::{Cancellations, IdSource, Observer, RandomIds, ToolExecutor};
+pub use hooks::{Cancellations, IdSource, Observer, RandomIds, TokenMinting, ToolExecutor};
 pub use settings::TurnSettings;

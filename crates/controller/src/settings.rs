@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentsessions_api::ModelPolicy;
 
-use crate::hooks::{Cancellations, IdSource, RandomIds, ToolExecutor};
+use crate::hooks::{Cancellations, IdSource, RandomIds, TokenMinting, ToolExecutor};
 
 /// The host-wide settings of a turn.
 #[derive(Clone)]
@@ -21,6 +21,9 @@ pub struct TurnSettings {
     pub stream_deltas: bool,
     /// The models a turn may use; its default is journaled per turn (extensions §4).
     pub policy: Option<ModelPolicy>,
+    /// Binds a delegated-token minter to each live execution; `None` (identity not configured)
+    /// gives harnesses no minter.
+    pub minting: Option<Arc<dyn TokenMinting>>,
 }
 
 impl Default for TurnSettings {
@@ -31,6 +34,7 @@ impl Default for TurnSettings {
             cancellations: Cancellations::default(),
             stream_deltas: false,
             policy: None,
+            minting: None,
         }
     }
 }
@@ -42,6 +46,7 @@ impl std::fmt::Debug for TurnSettings {
             .field("ids", &self.ids)
             .field("stream_deltas", &self.stream_deltas)
             .field("policy", &self.policy)
+            .field("minting", &self.minting.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -31,6 +31,7 @@ pub mod history;
 pub mod placer;
 pub mod registry;
 
+pub use agentsessions_controller::TokenMinting;
 pub use backend::{Attached, Backend, DescriptorSource};
 pub use describe::{DESCRIBE_TIMEOUT, DescribeFailure, describe_within};
 pub use error::{PlacementError, Result, RuntimeOp};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use agentsessions_api::{
     Authorizer, Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities,
 };
-use agentsessions_controller::ToolExecutor;
+use agentsessions_controller::{TokenMinting, ToolExecutor};
 use agentsessions_journal::Journal;
 use agentsessions_journal::journal::DEFAULT_PROJECT;
 use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
@@ -29,6 +29,7 @@ pub struct ServerBuilder {
     stream_deltas: bool,
     authorizer: Option<Arc<dyn Authorizer>>,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
+    minting: Option<Arc<dyn TokenMinting>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -57,6 +58,7 @@ impl ServerBuilder {
             stream_deltas: true,
             authorizer: None,
             link_tls: None,
+            minting: None,
         }
     }
 
@@ -143,6 +145,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Hands each live turn's harness a delegated-token minter (the daemon's `[identity]`).
+    #[must_use]
+    pub fn token_minting(mut self, minting: Arc<dyn TokenMinting>) -> Self {
+        self.minting = Some(minting);
+        self
+    }
+
     /// The service.
     ///
     /// # Errors
@@ -164,6 +173,9 @@ impl ServerBuilder {
             .with_stream_deltas(self.stream_deltas);
         if let Some(tools) = self.tools {
             placer = placer.with_tools(tools);
+        }
+        if let Some(minting) = self.minting {
+            placer = placer.with_token_minting(minting);
         }
         let project = if self.project.is_empty() {
             DEFAULT_PROJECT.to_owned()

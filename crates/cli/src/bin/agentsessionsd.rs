@@ -85,6 +85,9 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
                 if let Some(tls) = &mut file.harness_tls {
                     tls.resolve_paths(dir);
                 }
+                if let Some(identity) = &mut file.identity {
+                    identity.resolve_paths(dir);
+                }
             }
             file
         }

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use agentsessions_api::{
     ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelProvider, SnapshotRef,
 };
-use agentsessions_controller::{IdSource, ToolExecutor, TurnSettings};
+use agentsessions_controller::{IdSource, TokenMinting, ToolExecutor, TurnSettings};
 use agentsessions_journal::{Journal, LogRecord, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
@@ -122,6 +122,14 @@ impl Placer {
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolExecutor>) -> Self {
         self.settings.tools = Some(tools);
+        self
+    }
+
+    /// Hands each live turn's harness a delegated-token minter from `minting` (bound to the
+    /// session, the execution and the session's owner and agent principal).
+    #[must_use]
+    pub fn with_token_minting(mut self, minting: Arc<dyn TokenMinting>) -> Self {
+        self.settings.minting = Some(minting);
         self
     }
 

@@ -6,14 +6,14 @@ use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
     ApiError, ApprovalDecision, ApprovalRef, Delta, Descriptor, EventKind, EventSink, Harness,
-    Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start, StatusCode,
-    Timestamp,
+    IdentityContext, Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start,
+    StatusCode, Timestamp,
 };
 use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_controller::{
     Controller, ControllerError, ExecRequest, Observer, ResumeOutcome, TurnOutcome,
 };
-use agentsessions_journal::{JournalError, LogRecord};
+use agentsessions_journal::{JournalError, LogRecord, SessionInfo};
 use async_trait::async_trait;
 
 use super::{Placer, head_of, lifecycle, runtime_err};
@@ -127,22 +127,30 @@ impl Placer {
         }
     }
 
+    /// The turn's controller. The session's stored owner and agent principal go to the harness
+    /// (and to the minter bound to each live turn, when the host mints tokens).
     fn controller(
         &self,
         name: &str,
         harness: Arc<dyn Harness>,
-        session: &str,
+        info: &SessionInfo,
         fence: i64,
         instance: &str,
         observer: Arc<dyn Observer>,
     ) -> Controller {
+        let identity = IdentityContext {
+            principal: info.row.identity.clone(),
+            mint_token: None,
+        };
         Controller::new(
             Arc::clone(&self.journal),
             harness,
             Arc::clone(&self.model),
-            session,
+            info.row.uid.as_str(),
         )
         .with_settings(self.settings.clone())
+        .with_identity(identity)
+        .with_owner(info.row.owner.clone())
         .with_fence(fence)
         .with_registry_name(name)
         .with_compute_instance(instance)
@@ -214,7 +222,7 @@ impl Placer {
             .controller(
                 &route.name,
                 harness,
-                uid,
+                &info,
                 0,
                 &incarnation.compute_instance,
                 observer,
@@ -348,7 +356,7 @@ impl Placer {
         let controller = self.controller(
             &route.name,
             harness,
-            uid,
+            &info,
             fence,
             &incarnation.compute_instance,
             observer,
