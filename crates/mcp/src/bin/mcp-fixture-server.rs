@@ -3,7 +3,7 @@
 //! Tools: `add` (structured sum), `count` (increments a counter in the file named by
 //! `MCP_FIXTURE_COUNT_FILE`, so tests count calls across restarts), `fail` (an error result),
 //! `sleep` (waits `ms`), `crash` (exits the process), `garbage` (writes a line that is not
-//! JSON-RPC to stdout, then answers), `grow` (adds the tool `extra` and announces
+//! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
 //! `notifications/tools/list_changed`).
 #![allow(clippy::print_stdout, reason = "stdout is the MCP transport")]
 
@@ -77,6 +77,12 @@ impl Fixture {
     }
 }
 
+fn write_garbage() {
+    let mut out = std::io::stdout().lock();
+    let _ignored = out.write_all(b"this is {not json-rpc\n");
+    let _ignored = out.flush();
+}
+
 fn text(value: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(value)])
 }
@@ -129,10 +135,10 @@ impl ServerHandler for Fixture {
                 std::process::exit(3);
             }
             "garbage" => {
-                let mut out = std::io::stdout().lock();
-                let _ignored = out.write_all(b"this is {not json-rpc\n");
-                let _ignored = out.flush();
-                text("wrote garbage")
+                write_garbage();
+                // Its answer never comes: the client sees only the bad line.
+                std::future::pending::<()>().await;
+                text("unreachable")
             }
             "grow" => {
                 self.grown.store(true, Ordering::SeqCst);
