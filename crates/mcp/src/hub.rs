@@ -188,10 +188,18 @@ impl ToolExecutor for McpHub {
         let limit = slot.config.timeout(&tool);
         let outcome = match tokio::time::timeout(limit, peer.call_tool(params)).await {
             Ok(Ok(answer)) => StoredOutcome::Answered(answer),
-            Ok(Err(e)) => StoredOutcome::Unanswered(format!(
-                "MCP server {server:?} failed during the call to {tool:?} ({e}); the tool may \
+            Ok(Err(e)) => {
+                if matches!(
+                    e,
+                    rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+                ) {
+                    slot.transport_failed();
+                }
+                StoredOutcome::Unanswered(format!(
+                    "MCP server {server:?} failed during the call to {tool:?} ({e}); the tool may \
                  have run, its outcome is unknown"
-            )),
+                ))
+            }
             Err(_) => StoredOutcome::Unanswered(format!(
                 "tool {tool:?} on MCP server {server:?} timed out after {}s; it may still be \
                  running, its outcome is unknown",

@@ -11,7 +11,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt as _};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Endpoint, McpServerConfig};
@@ -75,6 +75,9 @@ struct SlotState {
 pub(crate) struct ServerSlot {
     pub(crate) config: McpServerConfig,
     state: Mutex<SlotState>,
+    /// Asks the supervisor to drop a connection whose transport failed a call (an HTTP
+    /// endpoint that went away does not end the session by itself).
+    reconnect: Notify,
 }
 
 impl std::fmt::Debug for ServerSlot {
@@ -96,7 +99,14 @@ impl ServerSlot {
                 tools: Vec::new(),
                 failures: 0,
             }),
+            reconnect: Notify::new(),
         }
+    }
+
+    /// Reports that a call on the current connection failed in its transport.
+    pub(crate) fn transport_failed(&self) {
+        // Only a supervisor waiting now is woken: no permit outlives the connection it was for.
+        self.reconnect.notify_waiters();
     }
 
     fn lock(&self) -> MutexGuard<'_, SlotState> {
@@ -263,6 +273,11 @@ pub(crate) async fn supervise(
                             Ok(reason) => format!("the connection ended ({reason:?})"),
                             Err(e) => format!("the connection task failed: {e}"),
                         },
+                        () = slot.reconnect.notified() => {
+                            stop.cancel();
+                            let _ended = ended.await;
+                            break "a call failed in the transport; reconnecting".to_owned();
+                        }
                         Some(()) = list_changed.recv() => match list(&peer).await {
                             Ok(tools) => {
                                 tracing::info!(component = "mcp", server = %name, tools = tools.len(), "MCP tool list changed");
