@@ -74,18 +74,10 @@ fn web(name: &str, url: &str, variable: &str) -> McpServerConfig {
 }
 
 #[tokio::test]
-async fn a_streamable_http_server_gets_its_header_from_the_environment() {
-    let service = StreamableHttpService::new(
-        || Ok(Ping),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn(require_key));
+async fn a_streamable_http_server_gets_its_header_from_the_environment_and_is_reconnected() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = tokio::spawn(async move { axum::serve(listener, app()).await });
 
     let options = McpHubOptions {
         initial_backoff: Duration::from_millis(50),
@@ -123,6 +115,61 @@ async fn a_streamable_http_server_gets_its_header_from_the_environment() {
     let pong = hub.execute("s1", &call).await.unwrap();
     assert!(!pong.is_error, "{pong:?}");
     assert!(matches!(&pong.content[..], [Part::Text(t)] if t.text == "pong"));
+    // semantics: a server that goes away is reported down and reconnected once it is back.
+    let address = server_address(&url);
+    server.abort();
+    let _stopped = server.await;
+    let lost = hub
+        .execute(
+            "s1",
+            &ToolCall {
+                idempotency_key: "k2".into(),
+                ..call.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(lost.is_error, "{lost:?}");
+    wait_for(&hub, |s| matches!(s, ServerStatus::Down { .. })).await;
+    let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app()).await });
+    wait_for(&hub, |s| *s == ServerStatus::Up).await;
+    let again = hub
+        .execute(
+            "s1",
+            &ToolCall {
+                idempotency_key: "k3".into(),
+                ..call
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!again.is_error, "{again:?}");
     hub.shutdown().await;
     server.abort();
+}
+
+fn server_address(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+async fn wait_for(hub: &McpHub, ok: impl Fn(&ServerStatus) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !ok(&hub.health()[0].status) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", hub.health());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn app() -> axum::Router {
+    let service = StreamableHttpService::new(
+        || Ok(Ping),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(require_key))
 }
