@@ -214,18 +214,25 @@ enum Task {
     Reclaimer,
 }
 
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut stream) => {
-                stream.recv().await;
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when it is
+/// first polled, so a signal sent right after the readiness line is not missed.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let wait = |stream: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match stream {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            () = wait(interrupt) => {}
+            () = wait(terminate) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
 
@@ -375,6 +382,7 @@ async fn serve(
         registered,
         "agentsessionsd started"
     );
+    let signal = shutdown_signal();
     // A stable line on stdout so scripts and tests can wait for readiness and learn the port.
     {
         use std::io::Write as _;
@@ -408,7 +416,6 @@ async fn serve(
     );
     tasks.spawn(async move { (Task::Sessions, serve.await.context("Sessions server")) });
 
-    let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {
