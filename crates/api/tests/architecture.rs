@@ -58,6 +58,11 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             "auth",
         ]),
     );
+    // Tools from MCP servers: offered through the api catalog, run as the controller's executor.
+    map.insert(
+        "mcp",
+        BTreeSet::from(["api", "wire", "journal", "controller"]),
+    );
     // Transport security and verified identity: the SPI types only.
     map.insert("auth", BTreeSet::from(["api"]));
     // The SDK reuses the wire crate's channel and request ids and the journal's chain verifier.

@@ -1,6 +1,7 @@
 //! Assembling a Sessions service from configuration: the journal (a SQLite path or a
 //! `postgres://` URL), the model (the offline echo model, or an OpenAI-compatible endpoint), the
-//! built-in harnesses and any static remote harnesses (semantics §10.7).
+//! built-in harnesses, any static remote harnesses (semantics §10.7) and the tools of the
+//! configured MCP servers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use agentsessions_api::{ModelProvider, ModelRequest, ModelResponse, RuntimeCapab
 use agentsessions_harnesses::{ChatHarness, EchoHarness};
 use agentsessions_harnesswire::RemoteHarness;
 use agentsessions_journal::{Journal, SqliteJournal, SqliteOptions};
+use agentsessions_mcp::{McpHub, McpHubOptions, McpServerConfig, ToolLedger};
 use agentsessions_model::{EchoModel, OpenAiConfig, OpenAiProvider};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 use agentsessions_server::harnesses::check_harness_address;
@@ -49,6 +51,9 @@ pub enum HostError {
     /// The `[identity]` settings (or the signing key file they name) do not make a token issuer.
     #[error("[identity]: {0}")]
     Identity(agentsessions_auth::AuthError),
+    /// The `[[mcp_servers]]` settings are invalid, or the tool-call ledger cannot be opened.
+    #[error(transparent)]
+    Mcp(#[from] agentsessions_mcp::McpError),
 }
 
 /// How often the daemon's reclaimer looks for deleted sessions when the configuration says
@@ -100,6 +105,43 @@ pub struct HostConfig {
     /// mints short-lived, audience-scoped tokens for each session's principal and hands
     /// harnesses a minter. Unset: harnesses get no minter.
     pub identity: Option<agentsessions_auth::IdentitySettings>,
+    /// MCP servers whose tools the host offers and runs (`[[mcp_servers]]` in the file; see the
+    /// README's "Tools from MCP servers").
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// SQLite file of the tool-call ledger that keeps MCP tool effects at most once (default
+    /// [`mcp_ledger_path`]).
+    pub mcp_ledger: String,
+}
+
+/// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal
+/// (`<journal>.tools.db`), in memory for an in-memory journal, and `agentsessions.tools.db` in
+/// the working directory for a Postgres journal.
+pub fn mcp_ledger_path(config: &HostConfig) -> String {
+    let journal = config.journal.as_str();
+    if !config.mcp_ledger.is_empty() {
+        config.mcp_ledger.clone()
+    } else if journal.is_empty() || journal == ":memory:" {
+        ":memory:".to_owned()
+    } else if journal.starts_with("postgres://") || journal.starts_with("postgresql://") {
+        "agentsessions.tools.db".to_owned()
+    } else {
+        format!("{journal}.tools.db")
+    }
+}
+
+/// Starts the configured MCP servers and waits for their first discovery (a server that fails
+/// keeps retrying in the background); `None` when none is configured.
+///
+/// # Errors
+/// [`HostError::Mcp`] for an invalid entry or a ledger that cannot be opened.
+pub async fn start_mcp(config: &HostConfig) -> Result<Option<Arc<McpHub>>, HostError> {
+    if config.mcp_servers.is_empty() {
+        return Ok(None);
+    }
+    agentsessions_mcp::validate_all(&config.mcp_servers)?;
+    let ledger = ToolLedger::open(mcp_ledger_path(config))?;
+    let hub = McpHub::start(config.mcp_servers.clone(), ledger, McpHubOptions::default()).await?;
+    Ok(Some(Arc::new(hub)))
 }
 
 /// Redacts the password of a URL-like journal address for messages.
@@ -264,6 +306,19 @@ pub fn build_service(
     journal: Arc<dyn Journal>,
     config: &HostConfig,
 ) -> Result<Assembled, HostError> {
+    build_service_with_tools(journal, config, None)
+}
+
+/// [`build_service`], with the tools of the MCP servers `mcp` (from [`start_mcp`]) as the
+/// executor of controller-mediated and approved tool calls.
+///
+/// # Errors
+/// [`HostError`] naming the setting to fix.
+pub fn build_service_with_tools(
+    journal: Arc<dyn Journal>,
+    config: &HostConfig,
+    mcp: Option<Arc<McpHub>>,
+) -> Result<Assembled, HostError> {
     let remote = parse_harness_entries(&config.harness)?;
     if !remote.is_empty() && config.model.is_empty() {
         return Err(HostError::Model(
@@ -306,9 +361,14 @@ pub fn build_service(
     let mut builder = ServerBuilder::new(Arc::clone(&journal), router)
         .harness("echo", Arc::new(EchoHarness::new()), none)
         .default_harness("echo");
+    if let Some(hub) = &mcp {
+        builder = builder.tools(hub.clone());
+    }
     if has_model {
         let chat =
             ChatHarness::new(config.model.clone()).map_err(|e| HostError::Model(e.to_string()))?;
+        // TODO(mcp catalog): give the chat harness the MCP tools once `ChatHarness::with_tools`
+        // lands: `if let Some(hub) = &mcp { chat = chat.with_tools(hub.clone()); }`.
         builder = builder.harness("chat", Arc::new(chat), none);
     }
     // Static remote harnesses are placed by the remote runtime (attach by address) and reached
@@ -429,6 +489,80 @@ mod tests {
             matches!(&refused, Err(HostError::HarnessTls(why)) if why.contains("/nonexistent/ca.pem")),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn config_files_declare_mcp_servers_and_their_ledger() {
+        let parsed: HostConfig = toml::from_str(
+            "journal = \"data/agents.db\"\n\
+             [[mcp_servers]]\nname = \"time\"\ncommand = \"python3\"\n\
+             args = [\"-m\", \"mcp_server_time\"]\napproval = [\"convert_time\"]\n\
+             [[mcp_servers]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             headers_from_env = { Authorization = \"WEB_TOKEN\" }\napproval = \"always\"\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(parsed.mcp_servers.len(), 2);
+        let time = &parsed.mcp_servers[0];
+        assert_eq!(time.args, ["-m", "mcp_server_time"]);
+        assert_eq!(
+            time.approval.mediation("convert_time"),
+            agentsessions_api::Mediation::RequiresApproval
+        );
+        assert_eq!(
+            parsed.mcp_servers[1].headers_from_env["Authorization"],
+            "WEB_TOKEN"
+        );
+        assert_eq!(mcp_ledger_path(&parsed), "data/agents.db.tools.db");
+        let memory = HostConfig {
+            journal: ":memory:".into(),
+            ..HostConfig::default()
+        };
+        assert_eq!(mcp_ledger_path(&memory), ":memory:");
+        let explicit = HostConfig {
+            mcp_ledger: "ledger.db".into(),
+            ..parsed
+        };
+        assert_eq!(mcp_ledger_path(&explicit), "ledger.db");
+        let misspelt: Result<HostConfig, _> =
+            toml::from_str("[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\napprove = \"never\"\n");
+        assert!(misspelt.is_err());
+    }
+
+    #[tokio::test]
+    async fn mcp_servers_start_with_the_host_and_refuse_bad_entries() {
+        let none = start_mcp(&HostConfig::default()).await;
+        assert!(matches!(none, Ok(None)));
+        let both = HostConfig {
+            journal: ":memory:".into(),
+            mcp_servers: vec![McpServerConfig {
+                name: "x".into(),
+                command: "x".into(),
+                url: "http://127.0.0.1:9".into(),
+                ..McpServerConfig::default()
+            }],
+            ..HostConfig::default()
+        };
+        assert!(matches!(start_mcp(&both).await, Err(HostError::Mcp(_))));
+        // A server that cannot start does not stop the host: it is reported down and retried.
+        let missing = HostConfig {
+            journal: ":memory:".into(),
+            mcp_servers: vec![McpServerConfig {
+                name: "gone".into(),
+                command: "/nonexistent/mcp-server".into(),
+                ..McpServerConfig::default()
+            }],
+            ..HostConfig::default()
+        };
+        let hub = start_mcp(&missing).await.ok().flatten();
+        let hub = hub.unwrap_or_else(|| panic!("the hub starts"));
+        assert!(matches!(
+            hub.health()[0].status,
+            agentsessions_mcp::ServerStatus::Down { .. }
+        ));
+        let journal: Arc<dyn Journal> = Arc::new(agentsessions_journal::MemoryJournal::new());
+        let assembled = build_service_with_tools(journal, &missing, Some(hub.clone()));
+        assert!(assembled.is_ok());
+        hub.shutdown().await;
     }
 
     #[test]

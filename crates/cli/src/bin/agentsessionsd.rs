@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentsessions_cli::host::{HostConfig, build_service, open_journal, redact};
+use agentsessions_cli::host::{
+    HostConfig, build_service_with_tools, mcp_ledger_path, open_journal, redact, start_mcp,
+};
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::sync::watch;
@@ -25,7 +27,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
     after_long_help = "Examples:\n  \
         agentsessionsd --addr localhost:8080 --journal agentsessions.db\n  \
         agentsessionsd --config agentsessionsd.toml --log-format json\n  \
-        agentsessionsd --model gpt-4o-mini --registry-addr 127.0.0.1:8081"
+        agentsessionsd --model gpt-4o-mini --registry-addr 127.0.0.1:8081\n\n\
+        Config-file only: [auth], [harness_tls], mcp_ledger, and [[mcp_servers]] tables, each\n\
+        with name, then command (+ args, env, cwd) or url (+ headers_from_env = { Header = \"ENV_VAR\" }),\n\
+        approval = \"never\" | \"always\" | [\"tool\", ...], timeout_secs (default 60), tool_timeouts.\n\
+        The model sees each MCP tool as <server>__<tool>."
 )]
 struct Args {
     /// Address to serve the Sessions API on (host:port; a host name resolves) [default:
@@ -87,6 +93,14 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
                 }
                 if let Some(identity) = &mut file.identity {
                     identity.resolve_paths(dir);
+                }
+                if !file.mcp_ledger.is_empty() && file.mcp_ledger != ":memory:" {
+                    file.mcp_ledger = dir.join(&file.mcp_ledger).display().to_string();
+                }
+                for server in &mut file.mcp_servers {
+                    if let Some(cwd) = &mut server.cwd {
+                        *cwd = dir.join(&*cwd);
+                    }
                 }
             }
             file
@@ -203,18 +217,25 @@ enum Task {
     Reclaimer,
 }
 
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut stream) => {
-                stream.recv().await;
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when it is
+/// first polled, so a signal sent right after the readiness line is not missed.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let wait = |stream: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match stream {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            () = wait(interrupt) => {}
+            () = wait(terminate) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
 
@@ -254,7 +275,59 @@ async fn main() -> anyhow::Result<()> {
     }
     let serve_options = serve_options(&config.auth)?;
     let journal = open_journal(&config.journal, &config.journal_schema).await?;
-    let assembled = build_service(journal, &config)?;
+    if !config.mcp_servers.is_empty() {
+        tracing::info!(
+            component = "mcp",
+            servers = config.mcp_servers.len(),
+            ledger = %mcp_ledger_path(&config),
+            "starting MCP servers"
+        );
+    }
+    let mcp = start_mcp(&config).await?;
+    if let Some(hub) = &mcp {
+        for server in hub.health() {
+            tracing::info!(
+                component = "mcp",
+                server = %server.name,
+                status = ?server.status,
+                tools = server.tools,
+                "MCP server health"
+            );
+        }
+    }
+    let listeners = Listeners {
+        addr,
+        registry_addr,
+        options: serve_options,
+    };
+    let served = serve(config, journal, mcp.clone(), listeners).await;
+    if let Some(hub) = mcp {
+        hub.shutdown().await;
+        tracing::info!(component = "mcp", "MCP servers stopped");
+    }
+    served
+}
+
+/// Where and how the daemon listens, checked before anything is started.
+struct Listeners {
+    addr: SocketAddr,
+    registry_addr: Option<SocketAddr>,
+    options: agentsessions_server::ServeOptions,
+}
+
+/// Serves until a shutdown signal or a fatal error; the MCP hub is stopped by the caller.
+async fn serve(
+    config: HostConfig,
+    journal: std::sync::Arc<dyn agentsessions_journal::Journal>,
+    mcp: Option<std::sync::Arc<agentsessions_mcp::McpHub>>,
+    listeners: Listeners,
+) -> anyhow::Result<()> {
+    let Listeners {
+        addr,
+        registry_addr,
+        options: serve_options,
+    } = listeners;
+    let assembled = build_service_with_tools(journal, &config, mcp)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
     let registered = registry
         .load()
@@ -312,6 +385,7 @@ async fn main() -> anyhow::Result<()> {
         registered,
         "agentsessionsd started"
     );
+    let signal = shutdown_signal();
     // A stable line on stdout so scripts and tests can wait for readiness and learn the port.
     {
         use std::io::Write as _;
@@ -345,7 +419,6 @@ async fn main() -> anyhow::Result<()> {
     );
     tasks.spawn(async move { (Task::Sessions, serve.await.context("Sessions server")) });
 
-    let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {

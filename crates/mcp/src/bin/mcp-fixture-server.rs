@@ -1,0 +1,165 @@
+//! A small MCP server over stdio for this crate's tests, built on rmcp's server side.
+//!
+//! Tools: `add` (structured sum), `count` (increments a counter in the file named by
+//! `MCP_FIXTURE_COUNT_FILE`, so tests count calls across restarts), `fail` (an error result),
+//! `sleep` (waits `ms`), `crash` (exits the process), `garbage` (writes a line that is not
+//! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
+//! `notifications/tools/list_changed`).
+#![allow(clippy::print_stdout, reason = "stdout is the MCP transport")]
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Default)]
+struct Fixture {
+    grown: Arc<AtomicBool>,
+}
+
+fn schema(properties: &Value) -> serde_json::Map<String, Value> {
+    match json!({"type": "object", "properties": properties}) {
+        Value::Object(object) => object,
+        _ => serde_json::Map::new(),
+    }
+}
+
+fn number(args: Option<&serde_json::Map<String, Value>>, name: &str) -> f64 {
+    args.and_then(|a| a.get(name))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+}
+
+impl Fixture {
+    fn tools(&self) -> Vec<Tool> {
+        let number = json!({"type": "number"});
+        let mut tools = vec![
+            Tool::new(
+                "add",
+                "Adds a and b",
+                schema(&json!({"a": number, "b": number})),
+            ),
+            Tool::new("count", "Counts its calls", schema(&json!({}))),
+            Tool::new("fail", "Always fails", schema(&json!({}))),
+            Tool::new(
+                "sleep",
+                "Sleeps ms milliseconds",
+                schema(&json!({"ms": number})),
+            ),
+            Tool::new("crash", "Exits the server", schema(&json!({}))),
+            Tool::new("garbage", "Writes invalid JSON-RPC", schema(&json!({}))),
+            Tool::new("grow", "Adds the tool extra", schema(&json!({}))),
+        ];
+        if self.grown.load(Ordering::SeqCst) {
+            tools.push(Tool::new("extra", "Added at runtime", schema(&json!({}))));
+        }
+        tools
+    }
+
+    fn count() -> Result<u64, String> {
+        let path = std::env::var("MCP_FIXTURE_COUNT_FILE")
+            .map_err(|_| "MCP_FIXTURE_COUNT_FILE is not set".to_owned())?;
+        let before = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let now = before + 1;
+        std::fs::write(&path, now.to_string()).map_err(|e| e.to_string())?;
+        Ok(now)
+    }
+}
+
+fn write_garbage() {
+    let mut out = std::io::stdout().lock();
+    let _ignored = out.write_all(b"this is {not json-rpc\n");
+    let _ignored = out.flush();
+}
+
+fn text(value: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(value)])
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.as_ref();
+        let result = match request.name.as_ref() {
+            "add" => {
+                let sum = number(args, "a") + number(args, "b");
+                let mut result = text(sum.to_string());
+                result.structured_content = Some(json!({"sum": sum}));
+                result
+            }
+            "count" => match Self::count() {
+                Ok(n) => text(n.to_string()),
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(e)]),
+            },
+            "fail" => {
+                CallToolResult::error(vec![ContentBlock::text("the fixture failed on purpose")])
+            }
+            "sleep" => {
+                let ms = number(args, "ms").max(0.0);
+                tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
+                text("slept")
+            }
+            "crash" => {
+                #[allow(clippy::exit, reason = "the fixture's crash tool")]
+                std::process::exit(3);
+            }
+            "garbage" => {
+                write_garbage();
+                // Its answer never comes: the client sees only the bad line.
+                std::future::pending::<()>().await;
+                text("unreachable")
+            }
+            "grow" => {
+                self.grown.store(true, Ordering::SeqCst);
+                let _ignored = context.peer.notify_tool_list_changed().await;
+                text("grown")
+            }
+            "extra" if self.grown.load(Ordering::SeqCst) => text("extra"),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let service = Fixture::default().serve(rmcp::transport::stdio()).await?;
+    service.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! What the daemon's TOML file says about MCP servers: how to reach each one, which of its tools
+//! need a person's approval, and how long a call may take.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentsessions_api::Mediation;
+use serde::Deserialize;
+
+use crate::error::McpError;
+
+/// How long a tool call may run when the configuration says nothing.
+pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 60;
+
+/// Separates the server name from the tool name in the name the model sees.
+pub const NAME_SEPARATOR: &str = "__";
+
+/// One `[[mcp_servers]]` entry: a child process over stdio (`command`) or a streamable-HTTP
+/// endpoint (`url`), never both.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Unique name: lowercase letters, digits and `-`. The model sees each tool as
+    /// `<name>__<tool>`.
+    pub name: String,
+    /// Program to start (stdio transport).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables for the child (added to the daemon's own).
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the child (default: the daemon's).
+    pub cwd: Option<PathBuf>,
+    /// Streamable-HTTP endpoint (HTTP transport).
+    pub url: String,
+    /// HTTP headers by name, each naming the ENVIRONMENT VARIABLE that holds its value, so no
+    /// secret is written in the file (`{ Authorization = "TOOLS_TOKEN" }`).
+    pub headers_from_env: BTreeMap<String, String>,
+    /// Which tools need a person's approval before they run.
+    pub approval: ApprovalRule,
+    /// Seconds a call to one of its tools may take (default [`DEFAULT_TOOL_TIMEOUT_SECS`]).
+    pub timeout_secs: Option<u64>,
+    /// Per-tool overrides of `timeout_secs`, by the server's own tool name.
+    pub tool_timeouts: BTreeMap<String, u64>,
+}
+
+/// `approval = "never" | "always" | ["tool_a", "tool_b"]`: a list names the tools (by the
+/// server's own name) that need approval; the others run without.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum ApprovalRule {
+    /// `"never"` or `"always"`.
+    Keyword(ApprovalKeyword),
+    /// Only these tools need approval.
+    Tools(Vec<String>),
+    /// Not set: no approval needed.
+    #[default]
+    #[serde(skip)]
+    Unset,
+}
+
+/// The two keyword forms of [`ApprovalRule`].
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalKeyword {
+    /// Every tool runs without approval.
+    Never,
+    /// Every tool needs approval.
+    Always,
+}
+
+impl ApprovalRule {
+    /// The mediation a call to `tool` must carry.
+    pub fn mediation(&self, tool: &str) -> Mediation {
+        let needs_approval = match self {
+            Self::Keyword(ApprovalKeyword::Always) => true,
+            Self::Keyword(ApprovalKeyword::Never) | Self::Unset => false,
+            Self::Tools(tools) => tools.iter().any(|t| t == tool),
+        };
+        if needs_approval {
+            Mediation::RequiresApproval
+        } else {
+            Mediation::ControllerMediated
+        }
+    }
+}
+
+/// Where a server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint<'a> {
+    /// A child process over stdio.
+    Command(&'a str),
+    /// A streamable-HTTP URL.
+    Url(&'a str),
+}
+
+impl McpServerConfig {
+    /// Checks the entry: a valid name, exactly one of `command` and `url`, headers only over
+    /// HTTP.
+    ///
+    /// # Errors
+    /// [`McpError::Config`] naming the server and the setting.
+    pub fn validate(&self) -> Result<Endpoint<'_>, McpError> {
+        let bad = |reason: String| McpError::Config {
+            server: self.name.clone(),
+            reason,
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(bad(
+                "the name must be nonempty lowercase letters, digits and '-'".into(),
+            ));
+        }
+        let endpoint = match (self.command.is_empty(), self.url.is_empty()) {
+            (false, true) => Endpoint::Command(&self.command),
+            (true, false) => Endpoint::Url(&self.url),
+            _ => return Err(bad("set exactly one of `command` and `url`".into())),
+        };
+        if matches!(endpoint, Endpoint::Command(_)) && !self.headers_from_env.is_empty() {
+            return Err(bad(
+                "`headers_from_env` applies only to a `url` server".into()
+            ));
+        }
+        if matches!(endpoint, Endpoint::Url(_))
+            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+        {
+            return Err(bad(
+                "`args`, `env` and `cwd` apply only to a `command` server".into(),
+            ));
+        }
+        if self.timeout_secs == Some(0) || self.tool_timeouts.values().any(|&secs| secs == 0) {
+            return Err(bad("timeouts must be at least one second".into()));
+        }
+        Ok(endpoint)
+    }
+
+    /// How long a call to `tool` may take.
+    pub fn timeout(&self, tool: &str) -> Duration {
+        let secs = self
+            .tool_timeouts
+            .get(tool)
+            .copied()
+            .or(self.timeout_secs)
+            .unwrap_or(DEFAULT_TOOL_TIMEOUT_SECS);
+        Duration::from_secs(secs)
+    }
+
+    /// The name the model sees for this server's `tool`.
+    pub fn offered_name(&self, tool: &str) -> String {
+        format!("{}{NAME_SEPARATOR}{tool}", self.name)
+    }
+}
+
+/// Checks every entry and that no two share a name.
+///
+/// # Errors
+/// [`McpError::Config`].
+pub fn validate_all(servers: &[McpServerConfig]) -> Result<(), McpError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for server in servers {
+        server.validate()?;
+        if !seen.insert(server.name.as_str()) {
+            return Err(McpError::Config {
+                server: server.name.clone(),
+                reason: "two servers have this name".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::assertions_on_result_states)] // the refusals are the assertions
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpServerConfig, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    #[test]
+    fn approval_rules_map_to_mediations() {
+        let always = parse("name = \"a\"\ncommand = \"x\"\napproval = \"always\"\n").unwrap();
+        assert_eq!(always.approval.mediation("t"), Mediation::RequiresApproval);
+        let never = parse("name = \"a\"\ncommand = \"x\"\napproval = \"never\"\n").unwrap();
+        assert_eq!(never.approval.mediation("t"), Mediation::ControllerMediated);
+        let unset = parse("name = \"a\"\ncommand = \"x\"\n").unwrap();
+        assert_eq!(unset.approval.mediation("t"), Mediation::ControllerMediated);
+        let listed = parse("name = \"a\"\ncommand = \"x\"\napproval = [\"rm\"]\n").unwrap();
+        assert_eq!(listed.approval.mediation("rm"), Mediation::RequiresApproval);
+        assert_eq!(
+            listed.approval.mediation("ls"),
+            Mediation::ControllerMediated
+        );
+        assert!(parse("name = \"a\"\ncommand = \"x\"\napproval = \"sometimes\"\n").is_err());
+    }
+
+    #[test]
+    fn entries_need_one_endpoint_and_a_plain_name() {
+        let ok = parse("name = \"a-1\"\ncommand = \"x\"\n").unwrap();
+        assert_eq!(ok.validate().ok(), Some(Endpoint::Command("x")));
+        for bad in [
+            "name = \"a\"\n",
+            "name = \"a\"\ncommand = \"x\"\nurl = \"http://h\"\n",
+            "name = \"A\"\ncommand = \"x\"\n",
+            "name = \"a_b\"\ncommand = \"x\"\n",
+            "name = \"a\"\ncommand = \"x\"\nheaders_from_env = { X = \"Y\" }\n",
+            "name = \"a\"\nurl = \"http://h\"\nargs = [\"z\"]\n",
+            "name = \"a\"\ncommand = \"x\"\ntimeout_secs = 0\n",
+        ] {
+            let config = parse(bad).unwrap();
+            assert!(config.validate().is_err(), "{bad}");
+        }
+        let twice = [ok.clone(), ok];
+        assert!(validate_all(&twice).is_err());
+    }
+
+    #[test]
+    fn tool_timeouts_override_the_server_default() {
+        let config = parse(
+            "name = \"a\"\ncommand = \"x\"\ntimeout_secs = 5\ntool_timeouts = { slow = 90 }\n",
+        )
+        .unwrap();
+        assert_eq!(config.timeout("slow"), Duration::from_secs(90));
+        assert_eq!(config.timeout("fast"), Duration::from_secs(5));
+        assert_eq!(
+            McpServerConfig::default().timeout("t"),
+            Duration::from_secs(DEFAULT_TOOL_TIMEOUT_SECS)
+        );
+        assert_eq!(config.offered_name("slow"), "a__slow");
+    }
+}

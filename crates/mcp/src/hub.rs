@@ -1,0 +1,218 @@
+//! [`McpHub`]: every configured MCP server behind one tool catalog and one tool executor.
+//!
+//! The model sees each tool as `<server>__<tool>` (server names hold no `_`, so the split is
+//! unambiguous and two servers' tools never clash). Calls are mediated: the ledger claims each
+//! one durably before it is sent, so a re-driven call is answered from the ledger or reported as
+//! of unknown outcome, never sent twice.
+
+use std::sync::Arc;
+
+use agentsessions_api::{
+    ApiError, OfferedTool, StatusCode, ToolCall, ToolCatalog, ToolDefinition, ToolResult,
+};
+use agentsessions_controller::ToolExecutor;
+use rmcp::model::CallToolRequestParams;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{McpServerConfig, NAME_SEPARATOR, validate_all};
+use crate::error::Result;
+use crate::ledger::{Claim, StoredOutcome, ToolLedger};
+use crate::result::{error_result, from_outcome};
+use crate::server::{McpHubOptions, ServerHealth, ServerSlot, supervise};
+
+/// The MCP servers of a host. Share it as `Arc<McpHub>`; call [`McpHub::shutdown`] before exit.
+#[derive(Debug)]
+pub struct McpHub {
+    servers: Vec<Arc<ServerSlot>>,
+    ledger: ToolLedger,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl McpHub {
+    /// Starts every server and waits until each has been connected and listed, or has failed
+    /// its first attempt (a failed server keeps retrying in the background).
+    ///
+    /// # Errors
+    /// [`crate::McpError::Config`] for an invalid entry; nothing is started then.
+    pub async fn start(
+        servers: Vec<McpServerConfig>,
+        ledger: ToolLedger,
+        options: McpHubOptions,
+    ) -> Result<Self> {
+        validate_all(&servers)?;
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let slots: Vec<Arc<ServerSlot>> = servers
+            .into_iter()
+            .map(|config| Arc::new(ServerSlot::new(config)))
+            .collect();
+        let (ready, mut started) = mpsc::channel(slots.len().max(1));
+        for slot in &slots {
+            tracing::info!(component = "mcp", server = %slot.config.name, "starting MCP server");
+            tasks.spawn(supervise(
+                Arc::clone(slot),
+                options,
+                shutdown.clone(),
+                ready.clone(),
+            ));
+        }
+        drop(ready);
+        for _ in 0..slots.len() {
+            if started.recv().await.is_none() {
+                break;
+            }
+        }
+        tasks.close();
+        Ok(Self {
+            servers: slots,
+            ledger,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Every server's health, in configuration order.
+    pub fn health(&self) -> Vec<ServerHealth> {
+        self.servers.iter().map(|slot| slot.health()).collect()
+    }
+
+    /// Stops every server (children are killed) and waits for the supervisors to end.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        self.tasks.wait().await;
+    }
+
+    /// The server and its own tool name for a model-facing name.
+    fn resolve(&self, offered: &str) -> Option<(&Arc<ServerSlot>, String)> {
+        let (server, tool) = offered.split_once(NAME_SEPARATOR)?;
+        let slot = self.servers.iter().find(|s| s.config.name == server)?;
+        Some((slot, tool.to_owned()))
+    }
+}
+
+impl Drop for McpHub {
+    fn drop(&mut self) {
+        // Supervisors end (and their children are killed) even if shutdown was never awaited.
+        self.shutdown.cancel();
+    }
+}
+
+impl ToolCatalog for McpHub {
+    fn offered(&self) -> Vec<OfferedTool> {
+        self.servers
+            .iter()
+            .flat_map(|slot| {
+                slot.tools().into_iter().map(|tool| OfferedTool {
+                    definition: ToolDefinition {
+                        name: slot.config.offered_name(&tool.name),
+                        description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                        input_schema: Some((*tool.input_schema).clone()),
+                    },
+                    mediation: slot.config.approval.mediation(&tool.name),
+                })
+            })
+            .collect()
+    }
+}
+
+fn ledger_failure(e: &crate::McpError) -> ApiError {
+    ApiError::Status {
+        code: StatusCode::Unavailable,
+        message: e.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolExecutor for McpHub {
+    async fn execute(
+        &self,
+        session_uid: &str,
+        call: &ToolCall,
+    ) -> agentsessions_api::Result<ToolResult> {
+        let Some((slot, tool)) = self.resolve(&call.tool) else {
+            return Ok(error_result(format!(
+                "unknown tool {:?}: no configured MCP server offers it",
+                call.tool
+            )));
+        };
+        let server = slot.config.name.as_str();
+        let key = if call.idempotency_key.is_empty() {
+            call.id.as_str()
+        } else {
+            call.idempotency_key.as_str()
+        };
+        // The ledger is consulted first: a call already sent is answered from it even while its
+        // server is down.
+        match self
+            .ledger
+            .claim(session_uid, key, &call.tool)
+            .await
+            .map_err(|e| ledger_failure(&e))?
+        {
+            Claim::Finished(outcome) => return Ok(from_outcome(&outcome)),
+            Claim::Interrupted => {
+                return Ok(error_result(format!(
+                    "tool {:?} was sent before an interruption and its outcome is unknown; it was \
+                     not run again (check its effects before retrying)",
+                    call.tool
+                )));
+            }
+            Claim::Fresh => {}
+        }
+        let refusal = match slot.peer() {
+            Ok(peer) if slot.tools().iter().any(|t| t.name == tool) => Ok(peer),
+            Ok(_) => Err(format!(
+                "unknown tool {:?}: MCP server {server:?} does not offer {tool:?}",
+                call.tool
+            )),
+            Err(why) => Err(format!(
+                "MCP server {server:?} is unavailable ({why}); tool {tool:?} was not called"
+            )),
+        };
+        let peer = match refusal {
+            Ok(peer) => peer,
+            Err(text) => {
+                // Nothing was sent: the claim would otherwise turn a later retry into "unknown".
+                self.ledger
+                    .release(session_uid, key)
+                    .await
+                    .map_err(|e| ledger_failure(&e))?;
+                return Ok(error_result(text));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.clone());
+        params.arguments.clone_from(&call.args);
+        let limit = slot.config.timeout(&tool);
+        let outcome = match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Ok(Ok(answer)) => StoredOutcome::Answered(answer),
+            Ok(Err(e)) => {
+                if matches!(
+                    e,
+                    rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+                ) {
+                    slot.transport_failed();
+                }
+                StoredOutcome::Unanswered(format!(
+                    "MCP server {server:?} failed during the call to {tool:?} ({e}); the tool may \
+                 have run, its outcome is unknown"
+                ))
+            }
+            Err(_) => StoredOutcome::Unanswered(format!(
+                "tool {tool:?} on MCP server {server:?} timed out after {}s; it may still be \
+                 running, its outcome is unknown",
+                limit.as_secs()
+            )),
+        };
+        if let StoredOutcome::Unanswered(text) = &outcome {
+            tracing::warn!(component = "mcp", server, tool, error = %text, "MCP tool call failed");
+        }
+        self.ledger
+            .finish(session_uid, key, &outcome)
+            .await
+            .map_err(|e| ledger_failure(&e))?;
+        Ok(from_outcome(&outcome))
+    }
+}

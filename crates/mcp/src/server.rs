@@ -1,0 +1,310 @@
+//! One configured MCP server: connecting to it, keeping its tool list current, noticing when it
+//! dies and reconnecting with a bounded exponential backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use rmcp::model::Tool;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt as _};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Endpoint, McpServerConfig};
+
+/// Backoff and startup bounds of the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpHubOptions {
+    /// Wait before the first reconnection; doubled after each failed one.
+    pub initial_backoff: Duration,
+    /// The longest wait between reconnections.
+    pub max_backoff: Duration,
+    /// How long connecting (start and `initialize`) and listing tools may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for McpHubOptions {
+    fn default() -> Self {
+        Self {
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Whether a server can take calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerStatus {
+    /// The first connection is being made.
+    Starting,
+    /// Connected; its tools are offered.
+    Up,
+    /// Not connected; calls to its tools are refused until a reconnection succeeds.
+    Down {
+        /// Why (the start, handshake or listing failure, or how the connection ended).
+        reason: String,
+    },
+}
+
+/// One server's health, as the daemon logs and exposes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerHealth {
+    /// The configured name.
+    pub name: String,
+    /// Whether it takes calls.
+    pub status: ServerStatus,
+    /// How many tools it offers (0 while down).
+    pub tools: usize,
+    /// How many times its connection was lost or failed after it first came up.
+    pub failures: u32,
+}
+
+struct SlotState {
+    status: ServerStatus,
+    peer: Option<Peer<RoleClient>>,
+    tools: Vec<Tool>,
+    failures: u32,
+}
+
+/// A configured server and what is known about it right now.
+pub(crate) struct ServerSlot {
+    pub(crate) config: McpServerConfig,
+    state: Mutex<SlotState>,
+    /// Asks the supervisor to drop a connection whose transport failed a call (an HTTP
+    /// endpoint that went away does not end the session by itself).
+    reconnect: Notify,
+}
+
+impl std::fmt::Debug for ServerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSlot")
+            .field("name", &self.config.name)
+            .field("health", &self.health())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerSlot {
+    pub(crate) fn new(config: McpServerConfig) -> Self {
+        Self {
+            config,
+            state: Mutex::new(SlotState {
+                status: ServerStatus::Starting,
+                peer: None,
+                tools: Vec::new(),
+                failures: 0,
+            }),
+            reconnect: Notify::new(),
+        }
+    }
+
+    /// Reports that a call on the current connection failed in its transport.
+    pub(crate) fn transport_failed(&self) {
+        // Only a supervisor waiting now is woken: no permit outlives the connection it was for.
+        self.reconnect.notify_waiters();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        // Plain assignments only; a panic elsewhere cannot leave the state half-written.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn health(&self) -> ServerHealth {
+        let state = self.lock();
+        ServerHealth {
+            name: self.config.name.clone(),
+            status: state.status.clone(),
+            tools: state.tools.len(),
+            failures: state.failures,
+        }
+    }
+
+    pub(crate) fn tools(&self) -> Vec<Tool> {
+        self.lock().tools.clone()
+    }
+
+    /// The connection to call on, or why there is none.
+    pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, String> {
+        let state = self.lock();
+        match (&state.peer, &state.status) {
+            (Some(peer), _) => Ok(peer.clone()),
+            (None, ServerStatus::Down { reason }) => Err(reason.clone()),
+            (None, _) => Err("it has not finished starting".to_owned()),
+        }
+    }
+
+    fn set_up(&self, peer: Peer<RoleClient>, tools: Vec<Tool>) {
+        let mut state = self.lock();
+        state.status = ServerStatus::Up;
+        state.peer = Some(peer);
+        state.tools = tools;
+    }
+
+    fn set_tools(&self, tools: Vec<Tool>) {
+        self.lock().tools = tools;
+    }
+
+    fn set_down(&self, reason: String) {
+        let mut state = self.lock();
+        state.status = ServerStatus::Down { reason };
+        state.peer = None;
+        state.tools.clear();
+        state.failures = state.failures.saturating_add(1);
+    }
+}
+
+/// Forwards `notifications/tools/list_changed` to the supervisor.
+#[derive(Debug, Clone)]
+struct ListWatcher {
+    changed: mpsc::Sender<()>,
+}
+
+impl ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // A full channel already holds a pending refresh, which will see this change too.
+        let _pending = self.changed.try_send(());
+    }
+}
+
+type Connection = RunningService<RoleClient, ListWatcher>;
+
+async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Connection, String> {
+    match config.validate().map_err(|e| e.to_string())? {
+        Endpoint::Command(program) => {
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(&config.args)
+                .envs(&config.env)
+                .kill_on_drop(true);
+            if let Some(dir) = &config.cwd {
+                command.current_dir(dir);
+            }
+            let (transport, _stderr) = TokioChildProcess::builder(command)
+                .spawn()
+                .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+            watcher
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+        Endpoint::Url(url) => {
+            let mut headers = HashMap::new();
+            for (name, variable) in &config.headers_from_env {
+                let value = std::env::var(variable).map_err(|_| {
+                    format!("header {name}: environment variable {variable} is not set")
+                })?;
+                let name = HeaderName::try_from(name.as_str())
+                    .map_err(|e| format!("header {name:?}: {e}"))?;
+                let mut value = HeaderValue::try_from(value)
+                    .map_err(|_| format!("header {name}: the value of {variable} is not valid"))?;
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers),
+            );
+            watcher
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+    }
+}
+
+async fn list(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    peer.list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))
+}
+
+/// Connects, connects again when the connection ends, until `shutdown`. `ready` is sent once,
+/// after the first attempt either succeeds or fails, so startup can wait for discovery.
+pub(crate) async fn supervise(
+    slot: Arc<ServerSlot>,
+    options: McpHubOptions,
+    shutdown: CancellationToken,
+    ready: mpsc::Sender<()>,
+) {
+    let name = slot.config.name.clone();
+    let mut ready = Some(ready);
+    let mut backoff = options.initial_backoff;
+    loop {
+        let (changed, mut list_changed) = mpsc::channel(1);
+        let attempt = tokio::select! {
+            () = shutdown.cancelled() => return,
+            attempt = tokio::time::timeout(options.connect_timeout, async {
+                let connection = connect(&slot.config, ListWatcher { changed }).await?;
+                match list(connection.peer()).await {
+                    Ok(tools) => Ok((connection, tools)),
+                    Err(e) => {
+                        let _closed = connection.cancel().await;
+                        Err(e)
+                    }
+                }
+            }) => attempt.unwrap_or_else(|_| Err(format!(
+                "no answer within {}s", options.connect_timeout.as_secs()
+            ))),
+        };
+        let reason = match attempt {
+            Ok((connection, tools)) => {
+                tracing::info!(component = "mcp", server = %name, tools = tools.len(), "MCP server up");
+                slot.set_up(connection.peer().clone(), tools);
+                if let Some(ready) = ready.take() {
+                    let _started = ready.send(()).await;
+                }
+                backoff = options.initial_backoff;
+                let peer = connection.peer().clone();
+                let stop = connection.cancellation_token();
+                let ended = connection.waiting();
+                tokio::pin!(ended);
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => {
+                            stop.cancel();
+                            let _ended = ended.await;
+                            return;
+                        }
+                        quit = &mut ended => break match quit {
+                            Ok(reason) => format!("the connection ended ({reason:?})"),
+                            Err(e) => format!("the connection task failed: {e}"),
+                        },
+                        () = slot.reconnect.notified() => {
+                            stop.cancel();
+                            let _ended = ended.await;
+                            break "a call failed in the transport; reconnecting".to_owned();
+                        }
+                        Some(()) = list_changed.recv() => match list(&peer).await {
+                            Ok(tools) => {
+                                tracing::info!(component = "mcp", server = %name, tools = tools.len(), "MCP tool list changed");
+                                slot.set_tools(tools);
+                            }
+                            Err(e) => tracing::warn!(component = "mcp", server = %name, error = %e, "MCP tool list refresh failed"),
+                        },
+                    }
+                }
+            }
+            Err(reason) => reason,
+        };
+        slot.set_down(reason.clone());
+        if let Some(ready) = ready.take() {
+            let _started = ready.send(()).await;
+        }
+        tracing::warn!(
+            component = "mcp",
+            server = %name,
+            error = %reason,
+            retry_in_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX),
+            "MCP server down; its tools are refused until it reconnects"
+        );
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = backoff.saturating_mul(2).min(options.max_backoff);
+    }
+}
