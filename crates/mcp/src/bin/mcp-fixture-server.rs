@@ -1,7 +1,7 @@
 //! A small MCP server over stdio for this crate's tests, built on rmcp's server side.
 //!
 //! Tools: `add` (structured sum), `count` (increments a counter in the file named by
-//! `MCP_FIXTURE_COUNT_FILE`, so tests count calls across restarts), `fail` (an error result),
+//! `MCP_FIXTURE_COUNT_FILE`, so tests count calls across restarts, then answers after `hold_ms`), `fail` (an error result),
 //! `sleep` (waits `ms`), `crash` (exits the process), `garbage` (writes a line that is not
 //! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
 //! `notifications/tools/list_changed`).
@@ -47,7 +47,11 @@ impl Fixture {
                 "Adds a and b",
                 schema(&json!({"a": number, "b": number})),
             ),
-            Tool::new("count", "Counts its calls", schema(&json!({}))),
+            Tool::new(
+                "count",
+                "Counts its calls; answers hold_ms milliseconds after counting",
+                schema(&json!({"hold_ms": number})),
+            ),
             Tool::new("fail", "Always fails", schema(&json!({}))),
             Tool::new(
                 "sleep",
@@ -119,7 +123,13 @@ impl ServerHandler for Fixture {
                 result
             }
             "count" => match Self::count() {
-                Ok(n) => text(n.to_string()),
+                Ok(n) => {
+                    // Counted before the answer, so a test can kill the host while the call is
+                    // in flight and still see that the tool ran.
+                    let hold = number(args, "hold_ms").max(0.0);
+                    tokio::time::sleep(Duration::from_secs_f64(hold / 1000.0)).await;
+                    text(n.to_string())
+                }
                 Err(e) => CallToolResult::error(vec![ContentBlock::text(e)]),
             },
             "fail" => {
