@@ -151,6 +151,7 @@ async fn plain_text_message() {
             input_tokens: 25,
             output_tokens: 15,
             reasoning_tokens: 0,
+            cached_input_tokens: 0,
         }
     );
     let sent = &server.requests()[0];

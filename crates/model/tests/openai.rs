@@ -132,6 +132,7 @@ async fn plain_text_completion() {
                 input_tokens: 9,
                 output_tokens: 12,
                 reasoning_tokens: 0,
+                cached_input_tokens: 0,
             },
         }
     );
