@@ -1,5 +1,22 @@
 //! [`ChatHarness`]: the conversation harness, and the JSON config it reads per execution.
 //!
+//! # Tools
+//!
+//! Built [`ChatHarness::with_tools`], the harness runs a tool loop inside one turn: every model
+//! call offers what the host's [`ToolCatalog`] offers at that moment; when the answer asks for
+//! tools, each call goes through [`EventSink::tool_call`] with the mediation the catalog gives it
+//! (see [`crate::tool_round`]), the results go back to the model as one `tool` message, and the
+//! model is asked again, until it answers without tool calls or the step limit
+//! ([`ChatHarness::with_max_steps`], [`ChatHarness::DEFAULT_MAX_STEPS`] by default) is reached,
+//! which fails the turn with [`HarnessesError::StepLimit`].
+//!
+//! Each answer's usage is reported through [`EventSink::usage`] right after the answer, so the
+//! journal holds one USAGE record per model call (semantics §2.5: the host records usage only
+//! when the harness reports it).
+//!
+//! History from earlier turns keeps the assistant's text but not its tool calls: their results
+//! are not messages, and a provider refuses tool calls without results.
+//!
 //! # Config
 //!
 //! [`Start::config`] is either empty or a JSON object. Its one known member is `system_prompt`:
@@ -15,21 +32,27 @@
 //! config. The rejected turn stays incomplete: a resume reads the same journaled config and fails
 //! the same way, and a new execution supersedes it.
 
+use std::fmt;
+use std::sync::Arc;
+
 use agentsessions_api::{
-    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Result,
-    Resumability, Start,
+    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Part, Result,
+    Resumability, Start, ToolCatalog,
 };
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::HarnessesError;
+use crate::tool_round::{Offer, requested_calls, run_calls};
 
 /// The `chat` harness (semantics §10.5): rebuilds the whole conversation from history on every
-/// execution and asks the configured model once. Stateless (replays on any runtime) and
-/// fork-safe.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// execution and asks the configured model, running the tools the model asks for when built
+/// with a catalog. Stateless (replays on any runtime) and fork-safe.
+#[derive(Clone)]
 pub struct ChatHarness {
     model: String,
+    tools: Option<Arc<dyn ToolCatalog>>,
+    max_steps: u32,
 }
 
 impl ChatHarness {
@@ -37,8 +60,10 @@ impl ChatHarness {
     pub const ID: &'static str = "chat";
     /// The advertised replay version.
     pub const VERSION: &'static str = "1";
+    /// Model calls one turn may make when none is configured.
+    pub const DEFAULT_MAX_STEPS: u32 = 16;
 
-    /// A chat harness calling `model`.
+    /// A chat harness calling `model`, with no tools.
     ///
     /// # Errors
     ///
@@ -48,12 +73,57 @@ impl ChatHarness {
         if model.trim().is_empty() {
             return Err(HarnessesError::EmptyModel);
         }
-        Ok(Self { model })
+        Ok(Self {
+            model,
+            tools: None,
+            max_steps: Self::DEFAULT_MAX_STEPS,
+        })
+    }
+
+    /// Offers `catalog`'s tools on every model call and runs the calls the model asks for.
+    #[must_use]
+    pub fn with_tools(mut self, catalog: Arc<dyn ToolCatalog>) -> Self {
+        self.tools = Some(catalog);
+        self
+    }
+
+    /// Caps the model calls of one turn at `max_steps` (at least one).
+    #[must_use]
+    pub fn with_max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = max_steps.max(1);
+        self
     }
 
     /// The model every execution calls.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// The most model calls one turn makes.
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps
+    }
+}
+
+impl fmt::Debug for ChatHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatHarness")
+            .field("model", &self.model)
+            .field("tools", &self.tools)
+            .field("max_steps", &self.max_steps)
+            .finish()
+    }
+}
+
+/// Same model, same step limit, and the same catalog instance (or none on both sides).
+impl PartialEq for ChatHarness {
+    fn eq(&self, other: &Self) -> bool {
+        let same_tools = match (&self.tools, &other.tools) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.model == other.model && self.max_steps == other.max_steps && same_tools
     }
 }
 
@@ -73,36 +143,75 @@ impl Harness for ChatHarness {
         })
     }
 
-    /// One model call with, in order: the system message from the config (if any), every
-    /// history event of kind INPUT or OUTPUT that carries a message (journal order), and all of
-    /// this execution's inputs.
+    /// Model calls with, in order: the system message from the config (if any), every history
+    /// event of kind INPUT or OUTPUT that carries a message (journal order, tool calls left
+    /// out), all of this execution's inputs, then each earlier step's answer and tool results.
     ///
     /// # Errors
     ///
     /// [`HarnessesError::InvalidChatConfig`] (as `INVALID_ARGUMENT`) for a config the table in
-    /// the module docs rejects, before any model call; otherwise whatever [`EventSink::model`]
-    /// returns, unchanged.
+    /// the module docs rejects, before any model call; [`HarnessesError::StepLimit`] when the
+    /// model still asks for tools at the last allowed step; otherwise whatever the sink returns,
+    /// unchanged (a park for approval included).
     async fn run(&self, start: &Start, sink: &dyn EventSink) -> Result<()> {
         let system = system_prompt(&start.config)?;
         let history = start
             .history
             .iter()
             .filter(|event| matches!(event.kind, EventKind::Input | EventKind::Output))
-            .filter_map(|event| event.message().cloned());
-        let messages = system
+            .filter_map(|event| event.message())
+            .filter_map(without_tool_calls);
+        let mut messages: Vec<Message> = system
             .map(|prompt| Message::text_message("system", prompt))
             .into_iter()
             .chain(history)
             .chain(start.inputs.iter().cloned())
             .collect();
-        sink.model(ModelRequest {
-            model: self.model.clone(),
-            messages,
-            ..ModelRequest::default()
-        })
-        .await
-        .map(drop)
+        for step in 0..self.max_steps {
+            let offer = Offer::read(self.tools.as_deref());
+            let response = sink
+                .model(ModelRequest {
+                    model: self.model.clone(),
+                    messages: messages.clone(),
+                    tools: offer.definitions(),
+                    ..ModelRequest::default()
+                })
+                .await?;
+            sink.usage(response.usage).await?;
+            let calls = requested_calls(&response.message);
+            if calls.is_empty() {
+                return Ok(());
+            }
+            if step + 1 == self.max_steps {
+                break;
+            }
+            let results = run_calls(sink, &offer, &start.execution_id, step, &calls).await?;
+            messages.push(response.message);
+            messages.push(results);
+        }
+        Err(HarnessesError::StepLimit {
+            limit: self.max_steps,
+        }
+        .into())
     }
+}
+
+/// A history message as later model calls see it: without tool-call parts (their results are not
+/// in the history), and left out when nothing else remains.
+fn without_tool_calls(message: &Message) -> Option<Message> {
+    if !message.parts.iter().any(|p| matches!(p, Part::ToolCall(_))) {
+        return Some(message.clone());
+    }
+    let parts: Vec<Part> = message
+        .parts
+        .iter()
+        .filter(|p| !matches!(p, Part::ToolCall(_)))
+        .cloned()
+        .collect();
+    (!parts.is_empty()).then(|| Message {
+        role: message.role.clone(),
+        parts,
+    })
 }
 
 /// The system prompt a config asks for; `None` for no system message. See the module docs.
@@ -145,10 +254,11 @@ mod tests {
         }
     }
 
+    /// The one model request of a tool-free run, which reports that answer's usage after it.
     fn only_request(sink: &RecordingSink) -> ModelRequest {
         match sink.calls().as_slice() {
-            [Call::Model(request)] => request.clone(),
-            calls => panic!("want exactly one model call, got {calls:?}"),
+            [Call::Model(request), Call::Usage(_)] => request.clone(),
+            calls => panic!("want exactly one model call and its usage, got {calls:?}"),
         }
     }
 
