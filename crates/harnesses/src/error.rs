@@ -21,7 +21,9 @@ pub enum HarnessesError {
 
     /// The chat harness's model still asked for tools at the last model call one turn may make
     /// ([`crate::ChatHarness::with_max_steps`]).
-    #[error("chat harness: the model still asked for tools after {limit} model calls (the turn's step limit)")]
+    #[error(
+        "chat harness: the model still asked for tools after {limit} model calls (the turn's step limit)"
+    )]
     StepLimit {
         /// The configured step limit.
         limit: u32,
