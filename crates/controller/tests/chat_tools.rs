@@ -1,6 +1,7 @@
 //! The chat harness's tool loop (issue 13) driven by the controller against a scripted provider
 //! that speaks each vendor's wire format over HTTP on 127.0.0.1, with a fixed tool catalog and a
 //! counting tool executor.
+#![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod support;
 
