@@ -1,7 +1,8 @@
 //! What `agentsessionsd` and `agentctl` share: opening a journal from its address, assembling a
-//! Sessions service from configuration ([`host`]), and printing records and sessions for people
-//! ([`output`]).
+//! Sessions service from configuration ([`host`], its model section in [`models`]), and
+//! printing records and sessions for people ([`output`]).
 #![warn(missing_docs)]
 
 pub mod host;
+pub mod models;
 pub mod output;
