@@ -244,7 +244,7 @@ async fn each_dialect_reads_whole_and_streamed_answers_alike() {
 }
 
 // brief: retrying is the provider's, not the dialect's — a 429 is sent again and answered, a
-// 500 is not, whatever the vendor.
+// 400 is not, whatever the vendor.
 #[tokio::test]
 async fn every_dialect_shares_the_retry_rule() {
     for vendor in VENDORS {
@@ -253,8 +253,8 @@ async fn every_dialect_shares_the_retry_rule() {
             Reply::json_with(429, &busy, &[("retry-after", "0")]),
             vendor.whole("ok"),
             Reply::json(
-                500,
-                &json!({"error": {"type": "api_error", "message": "boom"}}),
+                400,
+                &json!({"error": {"type": "invalid_request_error", "message": "boom"}}),
             ),
         ])
         .await;
@@ -267,7 +267,7 @@ async fn every_dialect_shares_the_retry_rule() {
             .complete(&weather_request(), None)
             .await
             .unwrap_err();
-        assert_eq!(code_of(&err), StatusCode::Internal, "{vendor:?}");
+        assert_eq!(code_of(&err), StatusCode::InvalidArgument, "{vendor:?}");
         assert!(err.to_string().contains("boom"), "{vendor:?}: {err}");
         assert_eq!(server.requests().len(), 3, "{vendor:?}");
     }
