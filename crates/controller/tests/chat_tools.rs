@@ -555,3 +555,48 @@ async fn the_loop_speaks_the_anthropic_dialect() {
     )
     .await;
 }
+
+// issue 13: a provider's 429 fails the turn as RESOURCE_EXHAUSTED and a provider timeout as
+// DEADLINE_EXCEEDED (not the INTERNAL of other harness failures); the ERROR record carries it.
+#[tokio::test]
+async fn provider_failures_keep_their_codes() {
+    use agentsessions_api::StatusCode;
+    use std::time::Duration;
+
+    let busy = Reply::json_with(
+        429,
+        &json!({"error": {"message": "slow down"}}),
+        &[("retry-after", "0")],
+    );
+    let held = Reply::Stream {
+        content_type: "application/json".into(),
+        pieces: vec![b"{".to_vec()],
+        pause: Duration::from_millis(1),
+        hold_open: true,
+    };
+    for (reply, code) in [
+        (busy, StatusCode::ResourceExhausted),
+        (held, StatusCode::DeadlineExceeded),
+    ] {
+        let server = TestServer::start(vec![reply]).await;
+        let mut config = OpenAiConfig::new("gpt-test");
+        config.base_url = format!("{}/v1", server.url());
+        config.retry.max_attempts = 1;
+        config.timeout = Duration::from_millis(300);
+        let model: Arc<dyn ModelProvider> = Arc::new(OpenAiProvider::new(config).unwrap());
+        let catalog = weather_catalog(Mediation::ControllerMediated);
+        let tool = Arc::new(WeatherTool::default());
+        let journal = memory();
+        let err = turn(&journal, chat(&catalog, 4), model, &tool)
+            .exec(ask("hi"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ControllerError::ModelFailed(_)), "{err}");
+        assert_eq!(err.status_code(), code, "{err}");
+        let records = read(&journal).await;
+        let Some(EventBody::Error(info)) = &records.last().unwrap().event.body else {
+            panic!("no ERROR record")
+        };
+        assert_eq!(info.code, code.number(), "{info:?}");
+    }
+}
