@@ -236,7 +236,8 @@ fn system_prompt(config: &[u8]) -> Result<Option<String>, HarnessesError> {
 #[cfg(test)]
 mod tests {
     use agentsessions_api::{
-        ApiError, Event, EventBody, LifecycleKind, ModelCall, StatusCode, ToolCall, Usage,
+        ApiError, Event, EventBody, LifecycleKind, Mediation, ModelCall, OfferedTool, StatusCode,
+        ToolCall, ToolDefinition, Usage,
     };
 
     use super::*;
@@ -444,5 +445,200 @@ mod tests {
         let sink = RecordingSink::failing_models(err.clone());
         assert_eq!(chat().run(&start_with_config(b""), &sink).await, Err(err));
         assert_eq!(sink.calls().len(), 1);
+    }
+
+    #[derive(Debug, Default)]
+    struct CountingCatalog {
+        tools: Vec<OfferedTool>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ToolCatalog for CountingCatalog {
+        fn offered(&self) -> Vec<OfferedTool> {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.tools.clone()
+        }
+    }
+
+    fn offered(name: &str, mediation: Mediation) -> OfferedTool {
+        OfferedTool {
+            definition: ToolDefinition {
+                name: name.into(),
+                ..ToolDefinition::default()
+            },
+            mediation,
+        }
+    }
+
+    fn asks_for(calls: &[(&str, &str)]) -> Message {
+        Message {
+            role: "assistant".into(),
+            parts: calls
+                .iter()
+                .map(|(id, tool)| {
+                    Part::ToolCall(ToolCall {
+                        id: (*id).into(),
+                        tool: (*tool).into(),
+                        args: serde_json::json!({"q": 1}).as_object().cloned(),
+                        ..ToolCall::default()
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    fn tool_chat(catalog: &Arc<CountingCatalog>) -> ChatHarness {
+        chat().with_tools(Arc::clone(catalog) as Arc<dyn ToolCatalog>)
+    }
+
+    fn catalog() -> Arc<CountingCatalog> {
+        Arc::new(CountingCatalog {
+            tools: vec![
+                offered("lookup", Mediation::ControllerMediated),
+                offered("pay", Mediation::RequiresApproval),
+            ],
+            ..CountingCatalog::default()
+        })
+    }
+
+    fn exec_start() -> Start {
+        Start {
+            execution_id: "x1".into(),
+            ..start_with_config(b"")
+        }
+    }
+
+    // issue 13: the catalog is read per model call; each requested call carries its offered
+    // mediation, a deterministic id and key; a tool not offered gets an error result without
+    // reaching the sink; all results go back under the model's ids in one tool message.
+    #[tokio::test]
+    async fn runs_each_requested_call_with_its_mediation_and_feeds_results_back() {
+        let catalog = catalog();
+        let sink = RecordingSink::answering(vec![asks_for(&[
+            ("m1", "lookup"),
+            ("m2", "pay"),
+            ("m3", "missing"),
+        ])]);
+        tool_chat(&catalog).run(&exec_start(), &sink).await.unwrap();
+        let calls = sink.calls();
+        assert_eq!(calls.len(), 6, "{calls:?}");
+        let [
+            Call::Model(first),
+            Call::Usage(_),
+            Call::ToolCall(lookup),
+            Call::ToolCall(pay),
+            Call::Model(second),
+            Call::Usage(_),
+        ] = calls.as_slice()
+        else {
+            panic!("unexpected calls {calls:?}")
+        };
+        let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["lookup", "pay"]);
+        assert_eq!(catalog.reads.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            (lookup.id.as_str(), lookup.idempotency_key.as_str()),
+            ("x1/tool/0/0", "chat:x1:0:0")
+        );
+        assert_eq!(lookup.mediation, Mediation::ControllerMediated);
+        assert_eq!(
+            lookup.args,
+            serde_json::json!({"q": 1}).as_object().cloned()
+        );
+        assert_eq!(
+            (pay.id.as_str(), pay.mediation),
+            ("x1/tool/0/1", Mediation::RequiresApproval)
+        );
+        let [.., answer, results] = second.messages.as_slice() else {
+            panic!("no tool round in {second:?}")
+        };
+        assert_eq!(answer.parts.len(), 3);
+        assert_eq!(results.role, "tool");
+        let ids: Vec<(&str, bool)> = results
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::ToolResult(r) => (r.id.as_str(), r.is_error),
+                other => panic!("not a result: {other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [("m1", false), ("m2", false), ("m3", true)]);
+    }
+
+    // issue 13 + extensions §6: a park raised by the sink reaches the host unchanged.
+    #[tokio::test]
+    async fn a_park_propagates_unchanged() {
+        let park = agentsessions_api::ApprovalRef {
+            execution_id: "x1".into(),
+            tool_call_id: "x1/tool/0/1".into(),
+            request_seq: 9,
+        };
+        let sink = RecordingSink::answering(vec![asks_for(&[("m2", "pay")])])
+            .failing_tools(ApiError::ApprovalParked(park.clone()));
+        let err = tool_chat(&catalog())
+            .run(&exec_start(), &sink)
+            .await
+            .unwrap_err();
+        assert!(agentsessions_api::is_park_unwind(&err, &park), "{err}");
+        assert_eq!(sink.calls().len(), 3, "nothing after the park");
+    }
+
+    // issue 13: the step limit counts model calls; the last answer's calls are not run.
+    #[tokio::test]
+    async fn the_step_limit_stops_the_loop() {
+        let sink = RecordingSink::answering(vec![
+            asks_for(&[("m1", "lookup")]),
+            asks_for(&[("m2", "lookup")]),
+        ]);
+        let err = tool_chat(&catalog())
+            .with_max_steps(2)
+            .run(&exec_start(), &sink)
+            .await
+            .unwrap_err();
+        assert_eq!(err, ApiError::from(HarnessesError::StepLimit { limit: 2 }));
+        let models = sink
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::Model(_)))
+            .count();
+        let tools = sink
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::ToolCall(_)))
+            .count();
+        assert_eq!((models, tools), (2, 1));
+    }
+
+    // issue 13: earlier turns' tool calls are left out of the history (their results are not
+    // messages); a message left empty is dropped.
+    #[tokio::test]
+    async fn history_keeps_text_but_not_tool_calls() {
+        let mut mixed = asks_for(&[("m1", "lookup")]);
+        mixed.parts.insert(
+            0,
+            Part::Text(agentsessions_api::TextPart {
+                text: "checking".into(),
+            }),
+        );
+        let start = Start {
+            history: vec![
+                Event::new(
+                    EventKind::Output,
+                    EventBody::Message(asks_for(&[("m0", "lookup")])),
+                ),
+                Event::new(EventKind::Output, EventBody::Message(mixed)),
+            ]
+            .into(),
+            ..exec_start()
+        };
+        let sink = RecordingSink::default();
+        chat().run(&start, &sink).await.unwrap();
+        assert_eq!(
+            only_request(&sink).messages,
+            vec![
+                Message::text_message("assistant", "checking"),
+                Message::text_message("user", "hi"),
+            ]
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! A recording [`EventSink`] for the unit tests: it remembers every call in order and answers
-//! model calls with `"echo:" + the last message's text` (the built-in echo model), or with a
-//! scripted error.
+//! model calls with the next scripted answer, else `"echo:" + the last message's text` (the
+//! built-in echo model), or with a scripted error; tool calls get an empty result or a scripted
+//! error.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use agentsessions_api::{
@@ -23,14 +25,32 @@ pub(crate) enum Call {
 pub(crate) struct RecordingSink {
     calls: Mutex<Vec<Call>>,
     model_error: Option<ApiError>,
+    answers: Mutex<VecDeque<Message>>,
+    tool_error: Option<ApiError>,
 }
 
 impl RecordingSink {
     /// A sink whose model calls fail with `err`.
     pub(crate) fn failing_models(err: ApiError) -> Self {
         Self {
-            calls: Mutex::default(),
             model_error: Some(err),
+            ..Self::default()
+        }
+    }
+
+    /// A sink answering model calls with `answers` in order (then echoing).
+    pub(crate) fn answering(answers: Vec<Message>) -> Self {
+        Self {
+            answers: Mutex::new(answers.into()),
+            ..Self::default()
+        }
+    }
+
+    /// This sink, failing every tool call with `err`.
+    pub(crate) fn failing_tools(self, err: ApiError) -> Self {
+        Self {
+            tool_error: Some(err),
+            ..self
         }
     }
 
@@ -52,13 +72,15 @@ impl EventSink for RecordingSink {
             .map(Message::text)
             .unwrap_or_default();
         self.record(Call::Model(request));
-        match &self.model_error {
-            Some(err) => Err(err.clone()),
-            None => Ok(ModelResponse {
-                message: Message::text_message("assistant", format!("echo:{last}")),
-                usage: Usage::default(),
-            }),
+        if let Some(err) = &self.model_error {
+            return Err(err.clone());
         }
+        let scripted = self.answers.lock().unwrap().pop_front();
+        Ok(ModelResponse {
+            message: scripted
+                .unwrap_or_else(|| Message::text_message("assistant", format!("echo:{last}"))),
+            usage: Usage::default(),
+        })
     }
 
     async fn output(&self, text: String) -> Result<()> {
@@ -69,6 +91,9 @@ impl EventSink for RecordingSink {
     async fn tool_call(&self, call: ToolCall) -> Result<ToolResult> {
         let id = call.id.clone();
         self.record(Call::ToolCall(call));
+        if let Some(err) = &self.tool_error {
+            return Err(err.clone());
+        }
         Ok(ToolResult {
             id,
             ..ToolResult::default()
