@@ -600,3 +600,26 @@ async fn provider_failures_keep_their_codes() {
         assert_eq!(info.code, code.number(), "{info:?}");
     }
 }
+
+// semantics §3.3: a chat turn recorded without USAGE (the shape before usage was reported)
+// replays without divergence: the served completion carries no usage, so none is reported.
+#[tokio::test]
+async fn a_chat_turn_recorded_without_usage_replays() {
+    let journal = memory();
+    let harness = || Arc::new(ChatHarness::new("test-model").unwrap()) as Arc<dyn Harness>;
+    let model = Arc::new(support::CountModel::default());
+    Controller::new(Arc::clone(&journal), harness(), model.clone(), "s")
+        .exec(ask("hi"))
+        .await
+        .unwrap();
+    assert_eq!(
+        kinds(&read(&journal).await),
+        ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "END"]
+    );
+    let report = Controller::new(Arc::clone(&journal), harness(), model.clone(), "s")
+        .replay()
+        .await
+        .unwrap();
+    assert_eq!((report.model_calls, model.calls()), (0, 1));
+    assert_eq!(report.reproduced, report.effects);
+}

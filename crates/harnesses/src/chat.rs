@@ -12,7 +12,8 @@
 //!
 //! Each answer's usage is reported through [`EventSink::usage`] right after the answer, so the
 //! journal holds one USAGE record per model call (semantics §2.5: the host records usage only
-//! when the harness reports it).
+//! when the harness reports it). An answer that carries no usage at all (the default value, which
+//! is also what replay serves for a completion recorded without USAGE) reports none.
 //!
 //! History from earlier turns keeps the assistant's text but not its tool calls: their results
 //! are not messages, and a provider refuses tool calls without results.
@@ -37,7 +38,7 @@ use std::sync::Arc;
 
 use agentsessions_api::{
     Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Part, Result,
-    Resumability, Start, ToolCatalog,
+    Resumability, Start, ToolCatalog, Usage,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -177,7 +178,11 @@ impl Harness for ChatHarness {
                     ..ModelRequest::default()
                 })
                 .await?;
-            sink.usage(response.usage).await?;
+            // An answer without usage (replaying a turn recorded before usage was reported, or
+            // a provider that counts nothing) records none, so such turns replay as recorded.
+            if response.usage != Usage::default() {
+                sink.usage(response.usage).await?;
+            }
             let calls = requested_calls(&response.message);
             if calls.is_empty() {
                 return Ok(());
@@ -563,6 +568,15 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, [("m1", false), ("m2", false), ("m3", true)]);
+    }
+
+    // semantics §3.3: an answer without usage (what replay serves for a turn recorded before
+    // usage was reported) reports none, so such turns replay without divergence.
+    #[tokio::test]
+    async fn an_answer_without_usage_reports_none() {
+        let sink = RecordingSink::default().without_usage();
+        chat().run(&start_with_config(b""), &sink).await.unwrap();
+        assert!(matches!(sink.calls().as_slice(), [Call::Model(_)]));
     }
 
     // issue 13 + extensions §6: a park raised by the sink reaches the host unchanged.

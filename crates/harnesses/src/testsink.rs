@@ -1,7 +1,7 @@
 //! A recording [`EventSink`] for the unit tests: it remembers every call in order and answers
 //! model calls with the next scripted answer, else `"echo:" + the last message's text` (the
-//! built-in echo model), or with a scripted error; tool calls get an empty result or a scripted
-//! error.
+//! built-in echo model), with a usage naming the requested model, or with a scripted error; tool
+//! calls get an empty result or a scripted error.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -27,6 +27,7 @@ pub(crate) struct RecordingSink {
     model_error: Option<ApiError>,
     answers: Mutex<VecDeque<Message>>,
     tool_error: Option<ApiError>,
+    no_usage: bool,
 }
 
 impl RecordingSink {
@@ -43,6 +44,14 @@ impl RecordingSink {
         Self {
             answers: Mutex::new(answers.into()),
             ..Self::default()
+        }
+    }
+
+    /// This sink, answering without usage (as replay serves a completion recorded without it).
+    pub(crate) fn without_usage(self) -> Self {
+        Self {
+            no_usage: true,
+            ..self
         }
     }
 
@@ -71,15 +80,25 @@ impl EventSink for RecordingSink {
             .last()
             .map(Message::text)
             .unwrap_or_default();
+        let request_model = request.model.clone();
         self.record(Call::Model(request));
         if let Some(err) = &self.model_error {
             return Err(err.clone());
         }
         let scripted = self.answers.lock().unwrap().pop_front();
+        let usage = if self.no_usage {
+            Usage::default()
+        } else {
+            Usage {
+                model: request_model,
+                output_tokens: 1,
+                ..Usage::default()
+            }
+        };
         Ok(ModelResponse {
             message: scripted
                 .unwrap_or_else(|| Message::text_message("assistant", format!("echo:{last}"))),
-            usage: Usage::default(),
+            usage,
         })
     }
 
