@@ -298,6 +298,25 @@ mod tests {
         assert!(configured_model(&ok, &env(&[])).is_ok());
     }
 
+    // issue 13: the model section reads from the daemon's TOML file under the flags' names.
+    #[test]
+    fn config_files_take_the_model_section() {
+        let parsed: HostConfig = toml::from_str(
+            "model = \"m-small\"\nmodel_provider = \"anthropic\"\nmodel_api_key_env = \"TEAM_KEY\"\n\
+             model_timeout_secs = 30\nmodel_retries = 1\nmodel_allowed = [\"m-small\", \"echo\"]\n\
+             chat_max_steps = 4\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(parsed.model_provider, "anthropic");
+        assert_eq!(parsed.model_api_key_env, "TEAM_KEY");
+        assert_eq!(parsed.model_timeout_secs, Some(30));
+        assert_eq!(parsed.model_retries, Some(1));
+        assert_eq!(parsed.model_allowed, ["m-small", "echo"]);
+        assert_eq!(parsed.chat_max_steps, Some(4));
+        let refused: Result<HostConfig, _> = toml::from_str("model_api_key = \"sk-x\"\n");
+        assert!(refused.is_err(), "a key in the file is an unknown setting");
+    }
+
     // extensions §4: model_allowed makes a policy with model as its default; invalid policies
     // (the seed's ErrInvalidModelPolicy) stop the host.
     #[test]
@@ -316,6 +335,9 @@ mod tests {
             ..with_model("")
         };
         let err = model_policy(&outside).unwrap_err();
-        assert!(err.to_string().contains("explicit allowed default"), "{err}");
+        assert!(
+            err.to_string().contains("explicit allowed default"),
+            "{err}"
+        );
     }
 }
