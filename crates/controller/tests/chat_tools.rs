@@ -623,3 +623,84 @@ async fn a_chat_turn_recorded_without_usage_replays() {
     assert_eq!((report.model_calls, model.calls()), (0, 1));
     assert_eq!(report.reproduced, report.effects);
 }
+
+/// An Anthropic stream: one tool_use block, or one text block.
+fn anthropic_streamed(tool_use: Option<(&str, &str)>, text: &str) -> Reply {
+    let mut events = vec![
+        json!({"type": "message_start", "message": {"model": "claude-test-1",
+        "usage": {"input_tokens": 7, "output_tokens": 1, "cache_read_input_tokens": 2}}}),
+    ];
+    match tool_use {
+        Some((id, city)) => {
+            events.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": id, "name": "weather", "input": {}}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta",
+                    "partial_json": json!({"city": city}).to_string()}}));
+        }
+        None => {
+            events.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": text}}));
+        }
+    }
+    events.push(json!({"type": "content_block_stop", "index": 0}));
+    let stop = if tool_use.is_some() {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    events.push(
+        json!({"type": "message_delta", "delta": {"stop_reason": stop},
+        "usage": {"output_tokens": 3}}),
+    );
+    events.push(json!({"type": "message_stop"}));
+    let frames: Vec<String> = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    Reply::sse(&frames)
+}
+
+// issue 13: the Anthropic dialect streamed: tool_use assembled from deltas, run, answered.
+#[tokio::test]
+async fn the_loop_streams_in_the_anthropic_dialect() {
+    let server = TestServer::start(vec![
+        anthropic_streamed(Some(("toolu_1", "Paris")), ""),
+        anthropic_streamed(None, "Sunny in Paris."),
+    ])
+    .await;
+    let catalog = weather_catalog(Mediation::ControllerMediated);
+    let tool = Arc::new(WeatherTool::default());
+    let journal = memory();
+    let recorder = Arc::new(Recorder::default());
+    let outcome = turn(&journal, chat(&catalog, 4), anthropic(&server), &tool)
+        .with_observer(recorder.clone())
+        .with_stream_deltas(true)
+        .exec(ask("Weather in Paris?"))
+        .await
+        .unwrap();
+    assert_eq!(tool.calls(), 1);
+    assert!(recorder.delta_count() > 0);
+    assert_eq!(
+        outcome.outputs.last().map(String::as_str),
+        Some("Sunny in Paris.")
+    );
+    let call = &tool_calls(&read(&journal).await)[0];
+    assert_eq!(call.args, json!({"city": "Paris"}).as_object().cloned());
+    let second = server.requests()[1].json();
+    assert_eq!(
+        second["messages"][2]["content"][0]["tool_use_id"],
+        "toolu_1"
+    );
+    assert_replays(
+        &journal,
+        chat(&catalog, 4),
+        anthropic(&server),
+        &server,
+        &tool,
+        &outcome.outputs,
+    )
+    .await;
+}
