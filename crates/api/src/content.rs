@@ -308,6 +308,9 @@ pub struct Usage {
     pub output_tokens: i64,
     /// Reasoning tokens.
     pub reasoning_tokens: i64,
+    /// Prompt tokens served from the provider's prompt cache (part of `input_tokens` for
+    /// OpenAI, counted apart from it by Anthropic); zero when the provider reports none.
+    pub cached_input_tokens: i64,
 }
 
 /// An ephemeral streaming chunk: transport only, never journaled, never hashed, never replayed.

@@ -1,21 +1,22 @@
 //! Assembling a Sessions service from configuration: the journal (a SQLite path or a
-//! `postgres://` URL), the model (the offline echo model, or an OpenAI-compatible endpoint), the
+//! `postgres://` URL), the model (the offline echo model, or an OpenAI or Anthropic endpoint), the
 //! built-in harnesses, any static remote harnesses (semantics §10.7) and the tools of the
 //! configured MCP servers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentsessions_api::{ModelProvider, ModelRequest, ModelResponse, RuntimeCapabilities};
+use agentsessions_api::RuntimeCapabilities;
 use agentsessions_harnesses::{ChatHarness, EchoHarness};
 use agentsessions_harnesswire::RemoteHarness;
 use agentsessions_journal::{Journal, SqliteJournal, SqliteOptions};
 use agentsessions_mcp::{McpHub, McpHubOptions, McpServerConfig, ToolLedger};
-use agentsessions_model::{EchoModel, OpenAiConfig, OpenAiProvider};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 use agentsessions_server::harnesses::check_harness_address;
 use agentsessions_server::{ServerBuilder, SessionsService};
 use serde::Deserialize;
+
+use crate::models::{ModelRouter, configured_model, model_policy};
 
 /// Why a host could not be assembled. Each names the setting to fix.
 #[derive(Debug, thiserror::Error)]
@@ -86,8 +87,24 @@ pub struct HostConfig {
     pub model_base_url: String,
     /// Path of the chat-completions endpoint.
     pub model_path: String,
-    /// Header carrying the key (`Authorization` sends `Bearer <key>`).
+    /// Header carrying the key (`Authorization` sends `Bearer <key>`; `openai` only).
     pub model_auth_header: String,
+    /// Which wire format the model endpoint speaks: `openai` (the default) or `anthropic`.
+    pub model_provider: String,
+    /// Seconds one model call may take, from connecting to the last byte (provider default:
+    /// 120).
+    pub model_timeout_secs: Option<u64>,
+    /// Retries of a model request the provider refused or failed before answering (429, 5xx,
+    /// connect failures), with backoff; never once an answer started streaming.
+    pub model_retries: Option<u32>,
+    /// Name of the environment variable holding the model key (never the key itself).
+    pub model_api_key_env: String,
+    /// The model policy's allowed models, `model` being its default (extensions §4); empty: no
+    /// policy. Add `echo` to keep the echo harness usable under a policy.
+    pub model_allowed: Vec<String>,
+    /// Model calls one chat turn may make while the model keeps asking for tools (default
+    /// [`ChatHarness::DEFAULT_MAX_STEPS`]).
+    pub chat_max_steps: Option<u32>,
     /// Static remote harnesses, `name=address`.
     pub harness: Vec<String>,
     /// Seconds between reclaimer passes, which release the compute and snapshots of deleted
@@ -244,42 +261,6 @@ pub fn parse_harness_entries(entries: &[String]) -> Result<BTreeMap<String, Stri
     Ok(parsed)
 }
 
-/// Serves `echo` requests with the offline echo model and everything else with the configured
-/// provider, so the echo harness keeps working next to a real model.
-#[derive(Debug)]
-struct ModelRouter {
-    echo: EchoModel,
-    other: Option<OpenAiProvider>,
-}
-
-#[async_trait::async_trait]
-impl ModelProvider for ModelRouter {
-    fn name(&self) -> &str {
-        self.other
-            .as_ref()
-            .map_or_else(|| self.echo.name(), |p| p.name())
-    }
-
-    fn default_model(&self) -> &str {
-        self.other
-            .as_ref()
-            .map_or_else(|| self.echo.default_model(), |p| p.default_model())
-    }
-
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        deltas: Option<&dyn agentsessions_api::DeltaSink>,
-    ) -> agentsessions_api::Result<ModelResponse> {
-        match &self.other {
-            Some(provider) if request.model != EchoModel::MODEL => {
-                provider.complete(request, deltas).await
-            }
-            _ => self.echo.complete(request, deltas).await,
-        }
-    }
-}
-
 /// What [`build_service`] assembled, for the startup log.
 #[derive(Debug, Clone)]
 pub struct Assembled {
@@ -298,7 +279,7 @@ pub struct Assembled {
 
 /// Assembles the Sessions service over `journal` from `config`: `echo` (the default) always,
 /// `chat` when a model is configured, and each static `name=address` harness over
-/// `Harness.Connect`. The key comes only from `MODEL_API_KEY` / `OPENAI_API_KEY`.
+/// `Harness.Connect`. The key comes only from the environment (see [`crate::models`]).
 ///
 /// # Errors
 /// [`HostError`] naming the setting to fix.
@@ -326,38 +307,14 @@ pub fn build_service_with_tools(
         ));
     }
     let none = RuntimeCapabilities::default();
-    let (provider, description) = if config.model.is_empty() {
-        (None, "offline echo model".to_owned())
-    } else {
-        let mut openai = OpenAiConfig::from_env(config.model.clone());
-        if !config.model_base_url.is_empty() {
-            openai.base_url.clone_from(&config.model_base_url);
-        }
-        if !config.model_path.is_empty() {
-            openai.path.clone_from(&config.model_path);
-        }
-        if !config.model_auth_header.is_empty() {
-            openai.auth_header.clone_from(&config.model_auth_header);
-        }
-        let description = format!(
-            "{} at {}{} (key {})",
-            config.model,
-            openai.base_url,
-            openai.path,
-            if openai.api_key.is_empty() {
-                "not set"
-            } else {
-                "from the environment"
-            }
-        );
-        let provider = OpenAiProvider::new(openai).map_err(|e| HostError::Model(e.to_string()))?;
-        (Some(provider), description)
+    let configured = configured_model(config, &|name| std::env::var(name).ok())?;
+    let policy = model_policy(config)?;
+    let has_model = configured.is_some();
+    let (provider, description) = match configured {
+        Some(model) => (Some(model.provider), model.description),
+        None => (None, "offline echo model".to_owned()),
     };
-    let has_model = provider.is_some();
-    let router = Arc::new(ModelRouter {
-        echo: EchoModel::new(),
-        other: provider,
-    });
+    let router = Arc::new(ModelRouter::new(provider));
     let mut builder = ServerBuilder::new(Arc::clone(&journal), router)
         .harness("echo", Arc::new(EchoHarness::new()), none)
         .default_harness("echo");
@@ -365,10 +322,14 @@ pub fn build_service_with_tools(
         builder = builder.tools(hub.clone());
     }
     if has_model {
-        let chat =
+        let mut chat =
             ChatHarness::new(config.model.clone()).map_err(|e| HostError::Model(e.to_string()))?;
-        // TODO(mcp catalog): give the chat harness the MCP tools once `ChatHarness::with_tools`
-        // lands: `if let Some(hub) = &mcp { chat = chat.with_tools(hub.clone()); }`.
+        if let Some(steps) = config.chat_max_steps {
+            chat = chat.with_max_steps(steps);
+        }
+        if let Some(hub) = &mcp {
+            chat = chat.with_tools(hub.clone());
+        }
         builder = builder.harness("chat", Arc::new(chat), none);
     }
     // Static remote harnesses are placed by the remote runtime (attach by address) and reached
@@ -408,6 +369,9 @@ pub fn build_service_with_tools(
     }
     if let Some(tls) = link_tls {
         builder = builder.harness_link_tls(tls);
+    }
+    if let Some(policy) = policy {
+        builder = builder.model_policy(policy);
     }
     let authorizer = config.auth.authorizer()?;
     // [identity]: mints are decided by the same policy as the RPCs unless it says otherwise.

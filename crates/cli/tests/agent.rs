@@ -273,7 +273,12 @@ fn count(dir: &Path) -> u64 {
 fn session_of(out: &str) -> String {
     out.lines()
         .find_map(|l| l.strip_prefix("session "))
-        .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .unwrap_or_else(|| panic!("no session line in {out}"))
 }
 
@@ -301,7 +306,10 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     let uid = session_of(&out);
     let seen = kinds(&out);
     assert!(seen.contains(&"APPROVAL_REQUEST".to_owned()), "{out}");
-    assert!(!seen.contains(&"END".to_owned()), "a parked turn has not ended: {out}");
+    assert!(
+        !seen.contains(&"END".to_owned()),
+        "a parked turn has not ended: {out}"
+    );
     assert_eq!(count(d), 0, "nothing runs before the decision");
     let got = daemon.ok(&["get", "--session", &uid]);
     assert!(got.contains("AWAITING"), "{got}");
@@ -319,12 +327,18 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
 
     let got = daemon.ok(&["get", "--session", &uid]);
     assert!(got.contains("COMPLETED"), "{got}");
-    assert!(got.contains("input=22"), "usage totals of two answers: {got}");
+    assert!(
+        got.contains("input=22"),
+        "usage totals of two answers: {got}"
+    );
 
     // Replay reads the journal: no model call and no tool call; every line carries its time.
     let model_calls = model.calls();
     let replay = daemon.ok(&["replay", "--session", &uid]);
-    assert!(replay.contains("TOOL_CALL") && replay.contains("USAGE"), "{replay}");
+    assert!(
+        replay.contains("TOOL_CALL") && replay.contains("USAGE"),
+        "{replay}"
+    );
     assert!(
         replay.lines().all(|l| l.starts_with("20")),
         "commit times: {replay}"
@@ -373,7 +387,11 @@ fn a_host_killed_mid_call_runs_the_tool_at_most_once() {
     let listed = daemon.ok(&["list"]);
     let uid = listed
         .lines()
-        .find_map(|l| l.split_whitespace().next().filter(|w| w.starts_with("sess-")))
+        .find_map(|l| {
+            l.split_whitespace()
+                .next()
+                .filter(|w| w.starts_with("sess-"))
+        })
         .unwrap_or_else(|| panic!("{listed}"))
         .to_owned();
     let got = daemon.ok(&["get", "--session", &uid]);
@@ -411,7 +429,10 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
         if out.contains("the tool said: 1") {
             break;
         }
-        assert!(Instant::now() < deadline, "the crashed server never came back: {out}");
+        assert!(
+            Instant::now() < deadline,
+            "the crashed server never came back: {out}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -446,6 +467,9 @@ fn a_third_party_mcp_server_answers_the_model() {
         r#"{"timezone": "UTC"}"#,
     ]);
     assert!(out.contains("TOOL_RESULT"), "{out}");
-    assert!(out.contains("the tool said:") && out.contains("UTC"), "{out}");
+    assert!(
+        out.contains("the tool said:") && out.contains("UTC"),
+        "{out}"
+    );
     assert!(out.contains("COMPLETED"), "{out}");
 }

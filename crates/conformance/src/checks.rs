@@ -156,6 +156,7 @@ pub async fn crash_after_usage_does_not_duplicate_accounting(t: &dyn Transport) 
         input_tokens: 10,
         output_tokens: 20,
         reasoning_tokens: 5,
+        cached_input_tokens: 0,
     };
     let harness = UsageHarness {
         usage: usage.clone(),

@@ -155,6 +155,12 @@ pub enum ControllerError {
     #[error("harness run failed: {0}")]
     Harness(#[source] ApiError),
 
+    /// The model provider failed and the harness returned that failure: the caller sees the
+    /// provider's code (a 429 is `RESOURCE_EXHAUSTED`, a timeout `DEADLINE_EXCEEDED`), not the
+    /// `INTERNAL` of any other harness failure.
+    #[error("model call failed: {0}")]
+    ModelFailed(#[source] ApiError),
+
     /// The run parked for an approval decision; nothing more was written.
     #[error(
         "parked for approval: execution {} tool call {:?} request seq {}",
@@ -216,6 +222,7 @@ impl ControllerError {
             Self::Cancelled { .. } => StatusCode::Cancelled,
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
             Self::Parked(_) => StatusCode::Ok,
+            Self::ModelFailed(e) => e.status_code(),
             // §2.8: a harness Run error (a provider error among them) is INTERNAL whatever code
             // the harness gave it.
             Self::ReplayDiverged(_)
@@ -240,7 +247,7 @@ impl ControllerError {
             Self::ModelNotAllowed { model } => ApiError::ModelNotAllowed {
                 model: model.clone(),
             },
-            Self::Harness(e) => e.clone(),
+            Self::Harness(e) | Self::ModelFailed(e) => e.clone(),
             Self::Journal(_)
             | Self::InvalidExecutionLog(_)
             | Self::IncompleteInvocation { .. }
@@ -293,6 +300,7 @@ impl ControllerError {
             | Self::ModelNotAllowed { .. }
             | Self::InvalidModelPolicy(_)
             | Self::Harness(_)
+            | Self::ModelFailed(_)
             | Self::Parked(_)
             | Self::SinkClosed => "operation_failed",
         }
@@ -548,6 +556,17 @@ mod tests {
             (
                 E::Harness(ApiError::status(C::Unavailable, "provider down")),
                 C::Internal,
+                "operation_failed",
+            ),
+            // issue 13: a provider failure the harness returned keeps the provider's code.
+            (
+                E::ModelFailed(ApiError::status(C::ResourceExhausted, "http 429")),
+                C::ResourceExhausted,
+                "operation_failed",
+            ),
+            (
+                E::ModelFailed(ApiError::status(C::DeadlineExceeded, "timeout")),
+                C::DeadlineExceeded,
                 "operation_failed",
             ),
             // §8: api.ErrApprovalParked is OK for Exec and Resume.

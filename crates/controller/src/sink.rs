@@ -230,14 +230,19 @@ impl Sink {
             }),
             _ => None,
         };
-        let response = self
+        let response = match self
             .ctx
             .model
             .complete(
                 &provider_request,
                 relay.as_ref().map(|r| r as &dyn DeltaSink),
             )
-            .await?;
+            .await
+        {
+            Ok(response) => response,
+            // Remembered so a harness that returns it fails the turn with the provider's code.
+            Err(e) => return Err(Self::reject(st, ControllerError::ModelFailed(e))),
+        };
         st.live_model_calls += 1;
         self.append(
             st,

@@ -255,6 +255,7 @@ async fn crash_after_usage_does_not_duplicate_accounting() {
         input_tokens: 10,
         output_tokens: 20,
         reasoning_tokens: 5,
+        cached_input_tokens: 3,
     };
     let harness = || {
         Arc::new(ScriptHarness::new(vec![

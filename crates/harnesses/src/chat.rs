@@ -1,5 +1,23 @@
 //! [`ChatHarness`]: the conversation harness, and the JSON config it reads per execution.
 //!
+//! # Tools
+//!
+//! Built [`ChatHarness::with_tools`], the harness runs a tool loop inside one turn: every model
+//! call offers what the host's [`ToolCatalog`] offers at that moment; when the answer asks for
+//! tools, each call goes through [`EventSink::tool_call`] with the mediation the catalog gives it
+//! (see [`crate::tool_round`]), the results go back to the model as one `tool` message, and the
+//! model is asked again, until it answers without tool calls or the step limit
+//! ([`ChatHarness::with_max_steps`], [`ChatHarness::DEFAULT_MAX_STEPS`] by default) is reached,
+//! which fails the turn with [`HarnessesError::StepLimit`].
+//!
+//! Each answer's usage is reported through [`EventSink::usage`] right after the answer, so the
+//! journal holds one USAGE record per model call (semantics §2.5: the host records usage only
+//! when the harness reports it). An answer that carries no usage at all (the default value, which
+//! is also what replay serves for a completion recorded without USAGE) reports none.
+//!
+//! History from earlier turns keeps the assistant's text but not its tool calls: their results
+//! are not messages, and a provider refuses tool calls without results.
+//!
 //! # Config
 //!
 //! [`Start::config`] is either empty or a JSON object. Its one known member is `system_prompt`:
@@ -15,21 +33,27 @@
 //! config. The rejected turn stays incomplete: a resume reads the same journaled config and fails
 //! the same way, and a new execution supersedes it.
 
+use std::fmt;
+use std::sync::Arc;
+
 use agentsessions_api::{
-    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Result,
-    Resumability, Start,
+    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Part, Result,
+    Resumability, Start, ToolCatalog, Usage,
 };
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::HarnessesError;
+use crate::tool_round::{Offer, requested_calls, run_calls};
 
 /// The `chat` harness (semantics §10.5): rebuilds the whole conversation from history on every
-/// execution and asks the configured model once. Stateless (replays on any runtime) and
-/// fork-safe.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// execution and asks the configured model, running the tools the model asks for when built
+/// with a catalog. Stateless (replays on any runtime) and fork-safe.
+#[derive(Clone)]
 pub struct ChatHarness {
     model: String,
+    tools: Option<Arc<dyn ToolCatalog>>,
+    max_steps: u32,
 }
 
 impl ChatHarness {
@@ -37,8 +61,10 @@ impl ChatHarness {
     pub const ID: &'static str = "chat";
     /// The advertised replay version.
     pub const VERSION: &'static str = "1";
+    /// Model calls one turn may make when none is configured.
+    pub const DEFAULT_MAX_STEPS: u32 = 16;
 
-    /// A chat harness calling `model`.
+    /// A chat harness calling `model`, with no tools.
     ///
     /// # Errors
     ///
@@ -48,12 +74,57 @@ impl ChatHarness {
         if model.trim().is_empty() {
             return Err(HarnessesError::EmptyModel);
         }
-        Ok(Self { model })
+        Ok(Self {
+            model,
+            tools: None,
+            max_steps: Self::DEFAULT_MAX_STEPS,
+        })
+    }
+
+    /// Offers `catalog`'s tools on every model call and runs the calls the model asks for.
+    #[must_use]
+    pub fn with_tools(mut self, catalog: Arc<dyn ToolCatalog>) -> Self {
+        self.tools = Some(catalog);
+        self
+    }
+
+    /// Caps the model calls of one turn at `max_steps` (at least one).
+    #[must_use]
+    pub fn with_max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = max_steps.max(1);
+        self
     }
 
     /// The model every execution calls.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// The most model calls one turn makes.
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps
+    }
+}
+
+impl fmt::Debug for ChatHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatHarness")
+            .field("model", &self.model)
+            .field("tools", &self.tools)
+            .field("max_steps", &self.max_steps)
+            .finish()
+    }
+}
+
+/// Same model, same step limit, and the same catalog instance (or none on both sides).
+impl PartialEq for ChatHarness {
+    fn eq(&self, other: &Self) -> bool {
+        let same_tools = match (&self.tools, &other.tools) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.model == other.model && self.max_steps == other.max_steps && same_tools
     }
 }
 
@@ -73,36 +144,79 @@ impl Harness for ChatHarness {
         })
     }
 
-    /// One model call with, in order: the system message from the config (if any), every
-    /// history event of kind INPUT or OUTPUT that carries a message (journal order), and all of
-    /// this execution's inputs.
+    /// Model calls with, in order: the system message from the config (if any), every history
+    /// event of kind INPUT or OUTPUT that carries a message (journal order, tool calls left
+    /// out), all of this execution's inputs, then each earlier step's answer and tool results.
     ///
     /// # Errors
     ///
     /// [`HarnessesError::InvalidChatConfig`] (as `INVALID_ARGUMENT`) for a config the table in
-    /// the module docs rejects, before any model call; otherwise whatever [`EventSink::model`]
-    /// returns, unchanged.
+    /// the module docs rejects, before any model call; [`HarnessesError::StepLimit`] when the
+    /// model still asks for tools at the last allowed step; otherwise whatever the sink returns,
+    /// unchanged (a park for approval included).
     async fn run(&self, start: &Start, sink: &dyn EventSink) -> Result<()> {
         let system = system_prompt(&start.config)?;
         let history = start
             .history
             .iter()
             .filter(|event| matches!(event.kind, EventKind::Input | EventKind::Output))
-            .filter_map(|event| event.message().cloned());
-        let messages = system
+            .filter_map(|event| event.message())
+            .filter_map(without_tool_calls);
+        let mut messages: Vec<Message> = system
             .map(|prompt| Message::text_message("system", prompt))
             .into_iter()
             .chain(history)
             .chain(start.inputs.iter().cloned())
             .collect();
-        sink.model(ModelRequest {
-            model: self.model.clone(),
-            messages,
-            ..ModelRequest::default()
-        })
-        .await
-        .map(drop)
+        for step in 0..self.max_steps {
+            let offer = Offer::read(self.tools.as_deref());
+            let response = sink
+                .model(ModelRequest {
+                    model: self.model.clone(),
+                    messages: messages.clone(),
+                    tools: offer.definitions(),
+                    ..ModelRequest::default()
+                })
+                .await?;
+            // An answer without usage (replaying a turn recorded before usage was reported, or
+            // a provider that counts nothing) records none, so such turns replay as recorded.
+            if response.usage != Usage::default() {
+                sink.usage(response.usage).await?;
+            }
+            let calls = requested_calls(&response.message);
+            if calls.is_empty() {
+                return Ok(());
+            }
+            if step + 1 == self.max_steps {
+                break;
+            }
+            let results = run_calls(sink, &offer, &start.execution_id, step, &calls).await?;
+            messages.push(response.message);
+            messages.push(results);
+        }
+        Err(HarnessesError::StepLimit {
+            limit: self.max_steps,
+        }
+        .into())
     }
+}
+
+/// A history message as later model calls see it: without tool-call parts (their results are not
+/// in the history), and left out when nothing else remains.
+fn without_tool_calls(message: &Message) -> Option<Message> {
+    if !message.parts.iter().any(|p| matches!(p, Part::ToolCall(_))) {
+        return Some(message.clone());
+    }
+    let parts: Vec<Part> = message
+        .parts
+        .iter()
+        .filter(|p| !matches!(p, Part::ToolCall(_)))
+        .cloned()
+        .collect();
+    (!parts.is_empty()).then(|| Message {
+        role: message.role.clone(),
+        parts,
+    })
 }
 
 /// The system prompt a config asks for; `None` for no system message. See the module docs.
@@ -127,7 +241,8 @@ fn system_prompt(config: &[u8]) -> Result<Option<String>, HarnessesError> {
 #[cfg(test)]
 mod tests {
     use agentsessions_api::{
-        ApiError, Event, EventBody, LifecycleKind, ModelCall, StatusCode, ToolCall, Usage,
+        ApiError, Event, EventBody, LifecycleKind, Mediation, ModelCall, OfferedTool, StatusCode,
+        ToolCall, ToolDefinition, Usage,
     };
 
     use super::*;
@@ -145,10 +260,11 @@ mod tests {
         }
     }
 
+    /// The one model request of a tool-free run, which reports that answer's usage after it.
     fn only_request(sink: &RecordingSink) -> ModelRequest {
         match sink.calls().as_slice() {
-            [Call::Model(request)] => request.clone(),
-            calls => panic!("want exactly one model call, got {calls:?}"),
+            [Call::Model(request), Call::Usage(_)] => request.clone(),
+            calls => panic!("want exactly one model call and its usage, got {calls:?}"),
         }
     }
 
@@ -334,5 +450,209 @@ mod tests {
         let sink = RecordingSink::failing_models(err.clone());
         assert_eq!(chat().run(&start_with_config(b""), &sink).await, Err(err));
         assert_eq!(sink.calls().len(), 1);
+    }
+
+    #[derive(Debug, Default)]
+    struct CountingCatalog {
+        tools: Vec<OfferedTool>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ToolCatalog for CountingCatalog {
+        fn offered(&self) -> Vec<OfferedTool> {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.tools.clone()
+        }
+    }
+
+    fn offered(name: &str, mediation: Mediation) -> OfferedTool {
+        OfferedTool {
+            definition: ToolDefinition {
+                name: name.into(),
+                ..ToolDefinition::default()
+            },
+            mediation,
+        }
+    }
+
+    fn asks_for(calls: &[(&str, &str)]) -> Message {
+        Message {
+            role: "assistant".into(),
+            parts: calls
+                .iter()
+                .map(|(id, tool)| {
+                    Part::ToolCall(ToolCall {
+                        id: (*id).into(),
+                        tool: (*tool).into(),
+                        args: serde_json::json!({"q": 1}).as_object().cloned(),
+                        ..ToolCall::default()
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    fn tool_chat(catalog: &Arc<CountingCatalog>) -> ChatHarness {
+        chat().with_tools(Arc::clone(catalog) as Arc<dyn ToolCatalog>)
+    }
+
+    fn catalog() -> Arc<CountingCatalog> {
+        Arc::new(CountingCatalog {
+            tools: vec![
+                offered("lookup", Mediation::ControllerMediated),
+                offered("pay", Mediation::RequiresApproval),
+            ],
+            ..CountingCatalog::default()
+        })
+    }
+
+    fn exec_start() -> Start {
+        Start {
+            execution_id: "x1".into(),
+            ..start_with_config(b"")
+        }
+    }
+
+    // issue 13: the catalog is read per model call; each requested call carries its offered
+    // mediation, a deterministic id and key; a tool not offered gets an error result without
+    // reaching the sink; all results go back under the model's ids in one tool message.
+    #[tokio::test]
+    async fn runs_each_requested_call_with_its_mediation_and_feeds_results_back() {
+        let catalog = catalog();
+        let sink = RecordingSink::answering(vec![asks_for(&[
+            ("m1", "lookup"),
+            ("m2", "pay"),
+            ("m3", "missing"),
+        ])]);
+        tool_chat(&catalog).run(&exec_start(), &sink).await.unwrap();
+        let calls = sink.calls();
+        assert_eq!(calls.len(), 6, "{calls:?}");
+        let [
+            Call::Model(first),
+            Call::Usage(_),
+            Call::ToolCall(lookup),
+            Call::ToolCall(pay),
+            Call::Model(second),
+            Call::Usage(_),
+        ] = calls.as_slice()
+        else {
+            panic!("unexpected calls {calls:?}")
+        };
+        let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["lookup", "pay"]);
+        assert_eq!(catalog.reads.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            (lookup.id.as_str(), lookup.idempotency_key.as_str()),
+            ("x1/tool/0/0", "chat:x1:0:0")
+        );
+        assert_eq!(lookup.mediation, Mediation::ControllerMediated);
+        assert_eq!(
+            lookup.args,
+            serde_json::json!({"q": 1}).as_object().cloned()
+        );
+        assert_eq!(
+            (pay.id.as_str(), pay.mediation),
+            ("x1/tool/0/1", Mediation::RequiresApproval)
+        );
+        let [.., answer, results] = second.messages.as_slice() else {
+            panic!("no tool round in {second:?}")
+        };
+        assert_eq!(answer.parts.len(), 3);
+        assert_eq!(results.role, "tool");
+        let ids: Vec<(&str, bool)> = results
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::ToolResult(r) => (r.id.as_str(), r.is_error),
+                other => panic!("not a result: {other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [("m1", false), ("m2", false), ("m3", true)]);
+    }
+
+    // semantics §3.3: an answer without usage (what replay serves for a turn recorded before
+    // usage was reported) reports none, so such turns replay without divergence.
+    #[tokio::test]
+    async fn an_answer_without_usage_reports_none() {
+        let sink = RecordingSink::default().without_usage();
+        chat().run(&start_with_config(b""), &sink).await.unwrap();
+        assert!(matches!(sink.calls().as_slice(), [Call::Model(_)]));
+    }
+
+    // issue 13 + extensions §6: a park raised by the sink reaches the host unchanged.
+    #[tokio::test]
+    async fn a_park_propagates_unchanged() {
+        let park = agentsessions_api::ApprovalRef {
+            execution_id: "x1".into(),
+            tool_call_id: "x1/tool/0/1".into(),
+            request_seq: 9,
+        };
+        let sink = RecordingSink::answering(vec![asks_for(&[("m2", "pay")])])
+            .failing_tools(ApiError::ApprovalParked(park.clone()));
+        let err = tool_chat(&catalog())
+            .run(&exec_start(), &sink)
+            .await
+            .unwrap_err();
+        assert!(agentsessions_api::is_park_unwind(&err, &park), "{err}");
+        assert_eq!(sink.calls().len(), 3, "nothing after the park");
+    }
+
+    // issue 13: the step limit counts model calls; the last answer's calls are not run.
+    #[tokio::test]
+    async fn the_step_limit_stops_the_loop() {
+        let sink = RecordingSink::answering(vec![
+            asks_for(&[("m1", "lookup")]),
+            asks_for(&[("m2", "lookup")]),
+        ]);
+        let err = tool_chat(&catalog())
+            .with_max_steps(2)
+            .run(&exec_start(), &sink)
+            .await
+            .unwrap_err();
+        assert_eq!(err, ApiError::from(HarnessesError::StepLimit { limit: 2 }));
+        let models = sink
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::Model(_)))
+            .count();
+        let tools = sink
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::ToolCall(_)))
+            .count();
+        assert_eq!((models, tools), (2, 1));
+    }
+
+    // issue 13: earlier turns' tool calls are left out of the history (their results are not
+    // messages); a message left empty is dropped.
+    #[tokio::test]
+    async fn history_keeps_text_but_not_tool_calls() {
+        let mut mixed = asks_for(&[("m1", "lookup")]);
+        mixed.parts.insert(
+            0,
+            Part::Text(agentsessions_api::TextPart {
+                text: "checking".into(),
+            }),
+        );
+        let start = Start {
+            history: vec![
+                Event::new(
+                    EventKind::Output,
+                    EventBody::Message(asks_for(&[("m0", "lookup")])),
+                ),
+                Event::new(EventKind::Output, EventBody::Message(mixed)),
+            ]
+            .into(),
+            ..exec_start()
+        };
+        let sink = RecordingSink::default();
+        chat().run(&start, &sink).await.unwrap();
+        assert_eq!(
+            only_request(&sink).messages,
+            vec![
+                Message::text_message("assistant", "checking"),
+                Message::text_message("user", "hi"),
+            ]
+        );
     }
 }

@@ -19,6 +19,16 @@ pub enum HarnessesError {
     #[error("chat harness: config must be a JSON object with an optional string system_prompt")]
     InvalidChatConfig,
 
+    /// The chat harness's model still asked for tools at the last model call one turn may make
+    /// ([`crate::ChatHarness::with_max_steps`]).
+    #[error(
+        "chat harness: the model still asked for tools after {limit} model calls (the turn's step limit)"
+    )]
+    StepLimit {
+        /// The configured step limit.
+        limit: u32,
+    },
+
     /// [`crate::reference_harness`] was asked for an id that is not `echo`, `counter` or `chat`.
     #[error("unknown reference harness {name:?}: want echo, counter or chat")]
     UnknownHarness {
@@ -28,25 +38,51 @@ pub enum HarnessesError {
 }
 
 impl HarnessesError {
-    /// Whether retrying could succeed. Always `false`: every variant is bad configuration, which
-    /// fails the same way until someone changes it.
+    /// Whether retrying could succeed. Always `false`: configuration fails the same way until
+    /// someone changes it, and a step limit is reached again by the same conversation.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::EmptyModel | Self::InvalidChatConfig | Self::UnknownHarness { .. } => false,
+            Self::EmptyModel
+            | Self::InvalidChatConfig
+            | Self::StepLimit { .. }
+            | Self::UnknownHarness { .. } => false,
+        }
+    }
+
+    /// The status code the host reports.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Self::EmptyModel | Self::InvalidChatConfig | Self::UnknownHarness { .. } => {
+                StatusCode::InvalidArgument
+            }
+            Self::StepLimit { .. } => StatusCode::ResourceExhausted,
         }
     }
 }
 
-/// Every variant is a caller mistake: `INVALID_ARGUMENT`, with this error's message.
+/// Configuration mistakes are `INVALID_ARGUMENT`, a spent step budget `RESOURCE_EXHAUSTED`; the
+/// message is this error's.
 impl From<HarnessesError> for ApiError {
     fn from(err: HarnessesError) -> Self {
-        Self::status(StatusCode::InvalidArgument, err.to_string())
+        Self::status(err.status_code(), err.to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // brief: a spent step budget names its limit and is RESOURCE_EXHAUSTED.
+    #[test]
+    fn the_step_limit_names_its_limit() {
+        let err = HarnessesError::StepLimit { limit: 3 };
+        assert!(!err.is_retryable());
+        assert!(err.to_string().contains("after 3 model calls"));
+        assert_eq!(
+            ApiError::from(err.clone()),
+            ApiError::status(StatusCode::ResourceExhausted, err.to_string())
+        );
+    }
 
     // STYLE rule 4: messages are lowercase, without a trailing period; nothing is retryable.
     #[test]

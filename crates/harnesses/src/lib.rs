@@ -6,7 +6,7 @@
 //! |---|---|---|---|---|
 //! | [`EchoHarness`] | `echo` | stateless replay | yes | one model call (`echo`) with the last input's text |
 //! | [`CounterHarness`] | `counter` | requires memory snapshot | no | bumps an in-memory counter and outputs it |
-//! | [`ChatHarness`] | `chat` | stateless replay | yes | one model call with the whole conversation |
+//! | [`ChatHarness`] | `chat` | stateless replay | yes | model calls with the whole conversation, running the tools the model asks for |
 //!
 //! They follow the determinism rules for harness authors (semantics §9.6): every model call goes
 //! through [`agentsessions_api::EventSink::model`], a mediated completion is never re-emitted as
@@ -15,7 +15,8 @@
 //! Module map:
 //! - [`echo`]: the [`EchoHarness`].
 //! - [`counter`]: [`CounterHarness`], the one stateful harness.
-//! - [`chat`]: [`ChatHarness`] and its per-execution JSON config.
+//! - [`chat`]: [`ChatHarness`], its tool loop and its per-execution JSON config.
+//! - `tool_round`: one round of tool calls of the chat harness (offer, ids, results).
 //! - [`catalog`]: [`reference_harness`], picking one of the three by id (for `harnessnode`).
 //! - [`error`]: the crate error, [`HarnessesError`].
 
@@ -24,6 +25,7 @@ pub mod chat;
 pub mod counter;
 pub mod echo;
 pub mod error;
+mod tool_round;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod testsink;

@@ -1,8 +1,11 @@
 //! [`RecordingSink`], the host side of a harness under test: it remembers every call in order and
-//! answers model calls like the built-in echo model (`"echo:" + the last message's text`), or
-//! with a scripted error, or only once a test releases it. The unit tests here and the runtime,
-//! harnessnode and wire tests share it (feature `test-util`).
+//! answers model calls with the next scripted answer, else like the built-in echo model
+//! (`"echo:" + the last message's text`), with a usage naming the requested model; or with a
+//! scripted error, or only once a test releases it. Tool calls get an empty result or a scripted
+//! error. The unit tests here and the runtime and harnessnode tests share it (feature
+//! `test-util`).
 
+use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
 use agentsessions_api::{
@@ -30,8 +33,12 @@ pub enum Call {
 #[derive(Debug, Default)]
 pub struct RecordingSink {
     calls: Mutex<Vec<Call>>,
-    answers: Mutex<Vec<String>>,
+    /// The text of every answer given, in order.
+    given: Mutex<Vec<String>>,
+    scripted: Mutex<VecDeque<Message>>,
     model_error: Option<ApiError>,
+    tool_error: Option<ApiError>,
+    no_usage: bool,
     gate: Option<ModelGate>,
 }
 
@@ -51,12 +58,38 @@ impl RecordingSink {
         }
     }
 
+    /// A sink answering model calls with `answers` in order (then echoing).
+    pub fn answering(answers: Vec<Message>) -> Self {
+        Self {
+            scripted: Mutex::new(answers.into()),
+            ..Self::default()
+        }
+    }
+
     /// A sink whose every model call waits, after [`Self::entered`] fires, until
     /// [`Self::release`].
     pub fn holding_models() -> Self {
         Self {
             gate: Some(ModelGate::default()),
             ..Self::default()
+        }
+    }
+
+    /// This sink, answering without usage (as replay serves a completion recorded without it).
+    #[must_use]
+    pub fn without_usage(self) -> Self {
+        Self {
+            no_usage: true,
+            ..self
+        }
+    }
+
+    /// This sink, failing every tool call with `err`.
+    #[must_use]
+    pub fn failing_tools(self, err: ApiError) -> Self {
+        Self {
+            tool_error: Some(err),
+            ..self
         }
     }
 
@@ -92,7 +125,7 @@ impl RecordingSink {
 
     /// The text of every model answer given so far, in order.
     pub fn answers(&self) -> Vec<String> {
-        lock(&self.answers).clone()
+        lock(&self.given).clone()
     }
 
     fn record(&self, call: Call) {
@@ -112,6 +145,7 @@ impl EventSink for RecordingSink {
             .last()
             .map(Message::text)
             .unwrap_or_default();
+        let request_model = request.model.clone();
         self.record(Call::Model(request));
         if let Some(gate) = &self.gate {
             gate.entered.notify_one();
@@ -120,12 +154,20 @@ impl EventSink for RecordingSink {
         if let Some(err) = &self.model_error {
             return Err(err.clone());
         }
-        let answer = format!("echo:{last}");
-        lock(&self.answers).push(answer.clone());
-        Ok(ModelResponse {
-            message: Message::text_message("assistant", answer),
-            usage: Usage::default(),
-        })
+        let message = lock(&self.scripted)
+            .pop_front()
+            .unwrap_or_else(|| Message::text_message("assistant", format!("echo:{last}")));
+        lock(&self.given).push(message.text());
+        let usage = if self.no_usage {
+            Usage::default()
+        } else {
+            Usage {
+                model: request_model,
+                output_tokens: 1,
+                ..Usage::default()
+            }
+        };
+        Ok(ModelResponse { message, usage })
     }
 
     async fn output(&self, text: String) -> Result<()> {
@@ -136,6 +178,9 @@ impl EventSink for RecordingSink {
     async fn tool_call(&self, call: ToolCall) -> Result<ToolResult> {
         let id = call.id.clone();
         self.record(Call::ToolCall(call));
+        if let Some(err) = &self.tool_error {
+            return Err(err.clone());
+        }
         Ok(ToolResult {
             id,
             ..ToolResult::default()

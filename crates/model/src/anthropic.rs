@@ -427,6 +427,7 @@ enum WireBlock {
 struct WireUsage {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
+    cache_read_input_tokens: Option<i64>,
 }
 
 /// One streamed event's data.
@@ -588,6 +589,7 @@ struct Draft {
     blocks: BTreeMap<usize, Block>,
     input_tokens: i64,
     output_tokens: i64,
+    cached_input_tokens: i64,
 }
 
 impl Draft {
@@ -664,6 +666,9 @@ impl Draft {
             if let Some(output) = usage.output_tokens {
                 self.output_tokens = output;
             }
+            if let Some(cached) = usage.cache_read_input_tokens {
+                self.cached_input_tokens = cached;
+            }
         }
     }
 
@@ -730,6 +735,7 @@ impl Draft {
                 input_tokens: self.input_tokens,
                 output_tokens: self.output_tokens,
                 reasoning_tokens: 0,
+                cached_input_tokens: self.cached_input_tokens,
             },
         })
     }

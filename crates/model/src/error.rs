@@ -150,13 +150,15 @@ fn attempts_note(attempts: u32) -> String {
 }
 
 impl ModelError {
-    /// Whether the same request may be sent again without risking a second completion: the
-    /// request never reached the model (a connect failure), or the provider refused it before
-    /// running it (HTTP 429, 503, and Anthropic's 529 "overloaded").
+    /// Whether the same request may be sent again without risking a second completion reaching
+    /// the harness: the request never reached the model (a connect failure), or the provider
+    /// answered with a status and no completion (HTTP 429, the transient 5xx answers 500, 502,
+    /// 503 and 504, and Anthropic's 529 "overloaded"). An answer that began streaming is never
+    /// retried: its failures are the stream's, not a status.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Connect { .. } => true,
-            Self::HttpStatus { status, .. } => matches!(status, 429 | 503 | 529),
+            Self::HttpStatus { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
             Self::Timeout { .. }
             | Self::Transport { .. }
             | Self::ProviderError { .. }
@@ -280,7 +282,8 @@ mod tests {
         }
     }
 
-    // brief: retry only where the request is known not to have reached the model.
+    // brief + issue 13: retry only where no completion reached us (unsent, or answered with a
+    // transient status).
     #[test]
     fn only_unsent_or_refused_requests_are_retryable() {
         assert!(
@@ -290,10 +293,12 @@ mod tests {
             }
             .is_retryable()
         );
-        assert!(http(429).is_retryable());
-        assert!(http(503).is_retryable());
-        assert!(!http(500).is_retryable());
-        assert!(!http(502).is_retryable());
+        for status in [429, 500, 502, 503, 504, 529] {
+            assert!(http(status).is_retryable(), "{status}");
+        }
+        for status in [400, 401, 403, 404, 501, 505] {
+            assert!(!http(status).is_retryable(), "{status}");
+        }
         assert!(
             !ModelError::Timeout {
                 after: Duration::from_secs(1)

@@ -2,8 +2,9 @@
 //! retry loop, capped body reads, and how a provider's error body becomes a message.
 //!
 //! Retrying is the one place where a provider could silently cause a second completion, so the
-//! rule lives here only: a request is sent again only after a failure that proves the model never
-//! ran it ([`ModelError::is_retryable`]).
+//! rule lives here only: a request is sent again only after a failure that handed no completion
+//! over, before any answer body is read ([`ModelError::is_retryable`]), so nothing was streamed
+//! to the harness yet.
 
 use std::error::Error as _;
 use std::time::Duration;

@@ -139,7 +139,7 @@ impl ModelProvider for RandomTextModel {
                 model: served_model(request, Self::MODEL),
                 input_tokens: i64::try_from(input_words).unwrap_or(i64::MAX),
                 output_tokens: i64::try_from(words.len()).unwrap_or(i64::MAX),
-                reasoning_tokens: 0,
+                ..Usage::default()
             },
         })
     }

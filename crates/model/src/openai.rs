@@ -417,7 +417,13 @@ struct WireFunction {
 struct WireUsage {
     prompt_tokens: Option<i64>,
     completion_tokens: Option<i64>,
+    prompt_tokens_details: Option<WirePromptDetails>,
     completion_tokens_details: Option<WireUsageDetails>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct WirePromptDetails {
+    cached_tokens: Option<i64>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -620,6 +626,10 @@ impl Draft {
                 reasoning_tokens: u
                     .completion_tokens_details
                     .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0),
+                cached_input_tokens: u
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
                     .unwrap_or(0),
             },
         );

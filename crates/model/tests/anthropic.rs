@@ -151,6 +151,7 @@ async fn plain_text_message() {
             input_tokens: 25,
             output_tokens: 15,
             reasoning_tokens: 0,
+            cached_input_tokens: 0,
         }
     );
     let sent = &server.requests()[0];
@@ -387,9 +388,9 @@ async fn overloaded_is_retried() {
     assert_eq!(server.requests().len(), 2);
 }
 
-// brief: a 500 is never retried.
+// issue 13: a 500 carries no completion: retried with backoff, then INTERNAL.
 #[tokio::test]
-async fn server_error_is_not_retried() {
+async fn server_error_is_retried_then_reported() {
     let server = TestServer::start(vec![Reply::json(
         500,
         &json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}),
@@ -400,7 +401,7 @@ async fn server_error_is_not_retried() {
         .await
         .unwrap_err();
     assert_eq!(status_of(&err).0, StatusCode::Internal);
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests().len(), 3);
 }
 
 // brief: an error event mid-stream is the provider's error (overloaded → UNAVAILABLE), and it

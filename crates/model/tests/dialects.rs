@@ -77,7 +77,8 @@ impl Vendor {
                     "role": "assistant", "content": text,
                     "tool_calls": [{"id": "c1", "type": "function", "function":
                         {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]}}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4,
+                    "prompt_tokens_details": {"cached_tokens": 2}},
             }),
             Self::Anthropic => json!({
                 "type": "message", "role": "assistant", "model": "model-test-1",
@@ -86,7 +87,7 @@ impl Vendor {
                     {"type": "tool_use", "id": "c1", "name": "weather", "input": {"city": "Paris"}},
                 ],
                 "stop_reason": "tool_use",
-                "usage": {"input_tokens": 3, "output_tokens": 4},
+                "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 2},
             }),
         };
         Reply::json(200, &body)
@@ -116,7 +117,8 @@ impl Vendor {
                 if !cut {
                     events.push(chunk(json!({}), json!("tool_calls")));
                     events.push(json!({"model": "model-test-1", "choices": [],
-                        "usage": {"prompt_tokens": 3, "completion_tokens": 4}}));
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 4,
+                            "prompt_tokens_details": {"cached_tokens": 2}}}));
                 }
                 let mut frames: Vec<String> =
                     events.iter().map(|e| format!("data: {e}\n\n")).collect();
@@ -128,7 +130,8 @@ impl Vendor {
             Self::Anthropic => {
                 events.push(
                     json!({"type": "message_start", "message": {"model": "model-test-1",
-                    "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+                    "usage": {"input_tokens": 3, "output_tokens": 1,
+                        "cache_read_input_tokens": 2}}}),
                 );
                 events.push(json!({"type": "content_block_start", "index": 0,
                     "content_block": {"type": "text", "text": ""}}));
@@ -218,8 +221,12 @@ async fn each_dialect_reads_whole_and_streamed_answers_alike() {
         assert_eq!(streamed.usage, whole.usage, "{vendor:?}");
         assert_eq!(whole.usage.model, "model-test-1", "{vendor:?}");
         assert_eq!(
-            (whole.usage.input_tokens, whole.usage.output_tokens),
-            (3, 4),
+            (
+                whole.usage.input_tokens,
+                whole.usage.output_tokens,
+                whole.usage.cached_input_tokens
+            ),
+            (3, 4, 2),
             "{vendor:?}"
         );
         let texts: Vec<String> = sink.chunks().into_iter().map(|(_, text)| text).collect();
@@ -237,7 +244,7 @@ async fn each_dialect_reads_whole_and_streamed_answers_alike() {
 }
 
 // brief: retrying is the provider's, not the dialect's — a 429 is sent again and answered, a
-// 500 is not, whatever the vendor.
+// 400 is not, whatever the vendor.
 #[tokio::test]
 async fn every_dialect_shares_the_retry_rule() {
     for vendor in VENDORS {
@@ -246,8 +253,8 @@ async fn every_dialect_shares_the_retry_rule() {
             Reply::json_with(429, &busy, &[("retry-after", "0")]),
             vendor.whole("ok"),
             Reply::json(
-                500,
-                &json!({"error": {"type": "api_error", "message": "boom"}}),
+                400,
+                &json!({"error": {"type": "invalid_request_error", "message": "boom"}}),
             ),
         ])
         .await;
@@ -260,7 +267,7 @@ async fn every_dialect_shares_the_retry_rule() {
             .complete(&weather_request(), None)
             .await
             .unwrap_err();
-        assert_eq!(code_of(&err), StatusCode::Internal, "{vendor:?}");
+        assert_eq!(code_of(&err), StatusCode::InvalidArgument, "{vendor:?}");
         assert!(err.to_string().contains("boom"), "{vendor:?}: {err}");
         assert_eq!(server.requests().len(), 3, "{vendor:?}");
     }

@@ -132,6 +132,7 @@ async fn plain_text_completion() {
                 input_tokens: 9,
                 output_tokens: 12,
                 reasoning_tokens: 0,
+                cached_input_tokens: 0,
             },
         }
     );
@@ -548,9 +549,32 @@ async fn unavailable_is_retried_then_reported() {
     assert_eq!(server.requests().len(), 3);
 }
 
-// brief: a 500 may follow a completion the model produced: never retried.
+// issue 13: a 5xx answer carries no completion: retried with backoff, and the next answer is
+// the result (one completion reaches the caller).
 #[tokio::test]
-async fn server_error_is_not_retried() {
+async fn server_error_is_retried_before_any_output() {
+    let server = TestServer::start(vec![
+        Reply::json(
+            500,
+            &json!({"error": {"message": "The server had an error while processing your request."}}),
+        ),
+        Reply::json(
+            200,
+            &completion(
+                &json!({"role": "assistant", "content": "recovered"}),
+                &usage(1, 1, 0),
+            ),
+        ),
+    ])
+    .await;
+    let response = provider(&server).complete(&ask("hi"), None).await.unwrap();
+    assert_eq!(response.message.text(), "recovered");
+    assert_eq!(server.requests().len(), 2);
+}
+
+// brief: a 500 that persists is reported as INTERNAL with the provider's message.
+#[tokio::test]
+async fn a_persistent_server_error_is_reported() {
     let server = TestServer::start(vec![Reply::json(
         500,
         &json!({"error": {"message": "The server had an error while processing your request."}}),
@@ -563,7 +587,7 @@ async fn server_error_is_not_retried() {
     let (code, message) = status_of(&err);
     assert_eq!(code, StatusCode::Internal);
     assert!(message.contains("The server had an error"), "{message}");
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests().len(), 3);
 }
 
 // brief: a connect failure is retried (the request never left) and reported as UNAVAILABLE.

@@ -527,3 +527,63 @@ async fn a_fixed_id_source_makes_turn_and_fork_ids_deterministic() {
         assert_eq!(placer.new_session_uid(), "child-4");
     }
 }
+
+// extensions §4: under a model policy, a harness whose descriptor declares a model outside it is
+// refused at admission, before any compute or journal write; one declaring only allowed models
+// runs, and its turn journals the policy's default.
+#[tokio::test]
+async fn a_descriptor_outside_the_model_policy_is_refused_at_placement() {
+    use agentsessions_api::{ModelPolicy, Runtime};
+    use agentsessions_controller::ControllerError;
+    use agentsessions_placement::{Backend, DescriptorSource, Registry};
+    use support::{Probe, TestDialer};
+
+    for (declared, allowed) in [("m-large", false), ("m-small", true)] {
+        for (journal, _dir) in journals().await {
+            let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+            let registry = Registry::default();
+            let mut descriptor = Probe::descriptor(false);
+            descriptor.models = vec![declared.to_owned()];
+            registry
+                .add_static(
+                    "probe",
+                    Backend::new(
+                        Arc::clone(&runtime) as Arc<dyn Runtime>,
+                        Arc::new(TestDialer {
+                            runtime: Arc::clone(&runtime),
+                        }),
+                        DescriptorSource::Declared(descriptor),
+                    ),
+                )
+                .unwrap();
+            let placer = Placer::new(
+                Arc::clone(&journal),
+                Arc::new(agentsessions_model::EchoModel::new()),
+                registry,
+            )
+            .with_policy(ModelPolicy::new("m-small", ["m-small"]));
+            session(&journal, "s").await;
+            let outcome = placer.exec(turn("s")).await;
+            if allowed {
+                outcome.unwrap();
+                let records = journal.read("s", 1, 0).await.unwrap();
+                let Some(EventBody::ExecutionStart(start)) = &records[0].event.body else {
+                    panic!("no EXECUTION_START")
+                };
+                assert_eq!(start.model, "m-small");
+                continue;
+            }
+            let err = outcome.unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    PlacementError::Controller(ControllerError::ModelNotAllowed { model })
+                        if model == "m-large"
+                ),
+                "{err}"
+            );
+            assert_eq!(runtime.counts(), (0, 0, 0, 0));
+            assert_eq!(journal.session_info("s").await.unwrap().last_seq, 0);
+        }
+    }
+}

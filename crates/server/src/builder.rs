@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use agentsessions_api::{
-    Authorizer, Harness, HarnessDialer, ModelProvider, Runtime, RuntimeCapabilities,
+    Authorizer, Harness, HarnessDialer, ModelPolicy, ModelProvider, Runtime, RuntimeCapabilities,
 };
 use agentsessions_controller::{TokenMinting, ToolExecutor};
 use agentsessions_journal::Journal;
@@ -27,6 +27,7 @@ pub struct ServerBuilder {
     project: String,
     tools: Option<Arc<dyn ToolExecutor>>,
     stream_deltas: bool,
+    model_policy: Option<ModelPolicy>,
     authorizer: Option<Arc<dyn Authorizer>>,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
     minting: Option<Arc<dyn TokenMinting>>,
@@ -56,6 +57,7 @@ impl ServerBuilder {
             project: DEFAULT_PROJECT.to_owned(),
             tools: None,
             stream_deltas: true,
+            model_policy: None,
             authorizer: None,
             link_tls: None,
             minting: None,
@@ -126,6 +128,16 @@ impl ServerBuilder {
         self
     }
 
+    /// Admits only the models of `policy` (extensions §4): its default is each turn's model,
+    /// a model request outside it fails the turn, and a harness declaring a model outside it is
+    /// refused at placement. Without one, models are the provider's business (the published
+    /// server).
+    #[must_use]
+    pub fn model_policy(mut self, policy: ModelPolicy) -> Self {
+        self.model_policy = Some(policy);
+        self
+    }
+
     /// Enforces `authorizer` on every Sessions and HarnessRegistry RPC (extensions §2), and
     /// creates sessions owned by their verified caller. Without one, every call is allowed and
     /// sessions have no owner (the published server). Serve it behind an authenticator that
@@ -176,6 +188,9 @@ impl ServerBuilder {
         }
         if let Some(minting) = self.minting {
             placer = placer.with_token_minting(minting);
+        }
+        if let Some(policy) = self.model_policy {
+            placer = placer.with_policy(policy);
         }
         let project = if self.project.is_empty() {
             DEFAULT_PROJECT.to_owned()

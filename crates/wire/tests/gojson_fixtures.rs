@@ -353,6 +353,7 @@ fn rich_events() -> Vec<Event> {
                 input_tokens: 1,
                 output_tokens: i64::MAX,
                 reasoning_tokens: i64::MIN,
+                cached_input_tokens: 0,
             }),
         ),
         (

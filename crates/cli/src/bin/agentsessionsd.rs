@@ -47,18 +47,37 @@ struct Args {
     /// Project used when a request names none.
     #[arg(long)]
     project: Option<String>,
-    /// Model for the chat harness (an OpenAI-compatible endpoint); empty = offline echo model.
+    /// Model for the chat harness; empty = offline echo model.
     #[arg(long)]
     model: Option<String>,
-    /// Base URL of the OpenAI-compatible endpoint.
+    /// Wire format of the model endpoint [default: openai].
+    #[arg(long, value_parser = ["openai", "anthropic"])]
+    model_provider: Option<String>,
+    /// Base URL of the model endpoint.
     #[arg(long)]
     model_base_url: Option<String>,
-    /// Path of its chat-completions endpoint.
+    /// Path of its chat-completions endpoint (openai only).
     #[arg(long)]
     model_path: Option<String>,
-    /// Header that carries the key (the key itself comes from MODEL_API_KEY or OPENAI_API_KEY).
+    /// Header that carries the key (openai only).
     #[arg(long)]
     model_auth_header: Option<String>,
+    /// Environment variable holding the model key [default: MODEL_API_KEY, then
+    /// OPENAI_API_KEY or ANTHROPIC_API_KEY]. The key itself is never a flag or a file setting.
+    #[arg(long)]
+    model_api_key_env: Option<String>,
+    /// Seconds one model call may take [default: 120].
+    #[arg(long)]
+    model_timeout_secs: Option<u64>,
+    /// Retries of a model request refused or failed before any answer (429, 5xx, connect).
+    #[arg(long)]
+    model_retries: Option<u32>,
+    /// Models the policy allows, --model being its default (repeatable); none: no policy.
+    #[arg(long = "model-allowed")]
+    model_allowed: Vec<String>,
+    /// Model calls one chat turn may make while the model keeps asking for tools [default: 16].
+    #[arg(long)]
+    chat_max_steps: Option<u32>,
     /// A harness already running elsewhere, as name=address (repeatable).
     #[arg(long = "harness")]
     harness: Vec<String>,
@@ -125,6 +144,20 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
     set(&mut host.model_base_url, &args.model_base_url, "");
     set(&mut host.model_path, &args.model_path, "");
     set(&mut host.model_auth_header, &args.model_auth_header, "");
+    set(&mut host.model_provider, &args.model_provider, "");
+    set(&mut host.model_api_key_env, &args.model_api_key_env, "");
+    if args.model_timeout_secs.is_some() {
+        host.model_timeout_secs = args.model_timeout_secs;
+    }
+    if args.model_retries.is_some() {
+        host.model_retries = args.model_retries;
+    }
+    if !args.model_allowed.is_empty() {
+        host.model_allowed.clone_from(&args.model_allowed);
+    }
+    if args.chat_max_steps.is_some() {
+        host.chat_max_steps = args.chat_max_steps;
+    }
     if !args.harness.is_empty() {
         host.harness.clone_from(&args.harness);
     }

@@ -100,6 +100,7 @@ pub(crate) fn completion(request: &ModelRequest) -> ModelResponse {
             input_tokens: i64::try_from(request.messages.len()).unwrap(),
             output_tokens: 7,
             reasoning_tokens: 1,
+            cached_input_tokens: 0,
         },
     }
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use agentsessions_api::{Descriptor, Harness, Incarnation};
+use agentsessions_api::{ApiError, Descriptor, Harness, Incarnation};
+use agentsessions_controller::ControllerError;
 use agentsessions_journal::LogRecord;
 
 use super::Placer;
@@ -16,8 +17,9 @@ use crate::history;
 use crate::registry::Route;
 
 impl Placer {
-    /// The admission gate of semantics §4.1 on one descriptor.
-    pub(super) fn gate(route: &Route, descriptor: &Descriptor) -> Result<()> {
+    /// The admission gate of semantics §4.1 on one descriptor, plus the model policy of
+    /// extensions §4: a descriptor declaring a model outside the policy is refused.
+    pub(super) fn gate(&self, route: &Route, descriptor: &Descriptor) -> Result<()> {
         let expected = route.backend.expected_id();
         if !expected.is_empty() && descriptor.id != expected {
             return Err(PlacementError::DescriptorMismatch {
@@ -37,6 +39,16 @@ impl Placer {
                     .into(),
             });
         }
+        if let Some(policy) = &self.settings.policy {
+            policy
+                .validate_descriptor(descriptor)
+                .map_err(|e| match e {
+                    ApiError::ModelNotAllowed { model } => {
+                        ControllerError::ModelNotAllowed { model }
+                    }
+                    other => ControllerError::InvalidModelPolicy(other.to_string()),
+                })?;
+        }
         Ok(())
     }
 
@@ -52,7 +64,7 @@ impl Placer {
                 .await
                 .map_err(|failure| failure.into_admission_error(&route.name))?,
         };
-        Self::gate(route, &descriptor)?;
+        self.gate(route, &descriptor)?;
         Ok(descriptor)
     }
 
@@ -76,7 +88,7 @@ impl Placer {
         let descriptor = describe_within(harness.as_ref(), deadline)
             .await
             .map_err(|failure| failure.into_admission_error(&route.name))?;
-        Self::gate(route, &descriptor)?;
+        self.gate(route, &descriptor)?;
         Ok(harness)
     }
 

@@ -33,7 +33,8 @@ mod turns;
 use std::sync::Arc;
 
 use agentsessions_api::{
-    ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelProvider, SnapshotRef,
+    ApiError, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelPolicy, ModelProvider,
+    SnapshotRef,
 };
 use agentsessions_controller::{IdSource, TokenMinting, ToolExecutor, TurnSettings};
 use agentsessions_journal::{Journal, LogRecord, SessionInfo};
@@ -137,6 +138,14 @@ impl Placer {
     #[must_use]
     pub fn with_stream_deltas(mut self, stream: bool) -> Self {
         self.settings.stream_deltas = stream;
+        self
+    }
+
+    /// Admits only the models of `policy` (extensions §4): every turn's model requests, and the
+    /// models a harness's descriptor declares, checked at admission before compute exists.
+    #[must_use]
+    pub fn with_policy(mut self, policy: ModelPolicy) -> Self {
+        self.settings.policy = Some(policy);
         self
     }
 

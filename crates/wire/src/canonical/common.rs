@@ -251,6 +251,7 @@ impl Canonical for pb::ToolChoice {
 impl Canonical for pb::Usage {
     fn write_canonical(&self, w: &mut JcsWriter) -> Result<()> {
         w.begin_object();
+        int64(w, "cached_input_tokens", self.cached_input_tokens);
         int64(w, "input_tokens", self.input_tokens);
         string(w, "model", &self.model);
         int64(w, "output_tokens", self.output_tokens);

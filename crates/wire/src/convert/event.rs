@@ -369,6 +369,7 @@ mod tests {
                 input_tokens: 1,
                 output_tokens: 2,
                 reasoning_tokens: 3,
+                cached_input_tokens: 4,
             }),
             EventBody::Lifecycle(Lifecycle {
                 kind: LifecycleKind::Suspend,

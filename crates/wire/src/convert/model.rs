@@ -180,6 +180,7 @@ impl From<Usage> for pb::Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
             reasoning_tokens: u.reasoning_tokens,
+            cached_input_tokens: u.cached_input_tokens,
         }
     }
 }
@@ -191,6 +192,7 @@ impl From<pb::Usage> for Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
             reasoning_tokens: u.reasoning_tokens,
+            cached_input_tokens: u.cached_input_tokens,
         }
     }
 }
@@ -333,6 +335,7 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 20,
                 reasoning_tokens: i64::MAX,
+                cached_input_tokens: 7,
             },
         };
         let wire = model_result_from_response(&response, "mc-1");

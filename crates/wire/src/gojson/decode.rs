@@ -346,6 +346,7 @@ fn usage(value: &GoValue) -> Result<Usage> {
         input_tokens: f.value("InputTokens", decode_int64)?,
         output_tokens: f.value("OutputTokens", decode_int64)?,
         reasoning_tokens: f.value("ReasoningTokens", decode_int64)?,
+        cached_input_tokens: f.value("CachedInputTokens", decode_int64)?,
     })
 }
 

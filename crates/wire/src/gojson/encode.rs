@@ -455,6 +455,12 @@ fn write_usage(out: &mut String, usage: &Usage) {
     write_int(out, usage.output_tokens);
     out.push_str(",\"ReasoningTokens\":");
     write_int(out, usage.reasoning_tokens);
+    // A project extension the Go struct lacks: written only when set, so exports of records
+    // without it stay byte-identical to the Go reference.
+    if usage.cached_input_tokens != 0 {
+        out.push_str(",\"CachedInputTokens\":");
+        write_int(out, usage.cached_input_tokens);
+    }
     out.push('}');
 }
 
