@@ -107,6 +107,7 @@ impl From<ExecState> for pb::ExecState {
             ExecState::Completed => Self::ExecCompleted,
             ExecState::Failed => Self::ExecFailed,
             ExecState::Canceled => Self::ExecCanceled,
+            ExecState::Interrupted => Self::ExecInterrupted,
         }
     }
 }
@@ -121,6 +122,7 @@ impl From<pb::ExecState> for ExecState {
             pb::ExecState::ExecCompleted => Self::Completed,
             pb::ExecState::ExecFailed => Self::Failed,
             pb::ExecState::ExecCanceled => Self::Canceled,
+            pb::ExecState::ExecInterrupted => Self::Interrupted,
         }
     }
 }
@@ -372,6 +374,7 @@ mod tests {
             ExecState::Completed,
             ExecState::Failed,
             ExecState::Canceled,
+            ExecState::Interrupted,
         ];
         let computes = [
             ComputeState::Unspecified,
