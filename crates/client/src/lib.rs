@@ -262,6 +262,8 @@ pub fn verify(records: &[pb::LogRecord]) -> Result<ChainSummary> {
             hash: record.content_hash.clone(),
             fence: record.fence,
             event,
+            // Not hashed: the chain verifies without it.
+            committed_at: None,
         });
     }
     verify_records(&decoded).map_err(|fault| ClientError::BadRecord {

@@ -187,5 +187,6 @@ pub(crate) fn record_to_pb(record: &LogRecord) -> pb::LogRecord {
         content_hash: record.hash.clone(),
         fence: record.fence,
         event: Some(pb::Event::from(&record.event)),
+        commit_time: record.committed_at.map(timestamp_to_pb),
     }
 }
