@@ -4,9 +4,9 @@
 
 use agentsessions_api::{DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session};
 use agentsessions_controller::approval::ApprovalScan;
-use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+use agentsessions_journal::{Journal, LogRecord, PendingApproval, SessionInfo};
 use agentsessions_placement::{Placer, SessionCompute};
-use agentsessions_wire::convert::timestamp_to_pb;
+use agentsessions_wire::convert::{struct_to_pb, timestamp_to_pb};
 use agentsessions_wire::pb;
 
 use crate::error::Result;
@@ -176,7 +176,30 @@ fn render_placed(
         meta.update_time = Some(timestamp_to_pb(info.updated_at));
     }
     wire.pending_approval = tail.pending.clone().map(Into::into);
+    wire.usage = (!info.usage.is_empty()).then(|| pb::UsageTotals {
+        input_tokens: info.usage.input_tokens,
+        output_tokens: info.usage.output_tokens,
+        reasoning_tokens: info.usage.reasoning_tokens,
+        cached_input_tokens: info.usage.cached_input_tokens,
+    });
     wire
+}
+
+/// A pending approval on the wire (the ListApprovals extension).
+pub(crate) fn approval_to_pb(approval: PendingApproval) -> pb::PendingApproval {
+    let owner = approval.owner.valid().then(|| approval.owner.into());
+    pb::PendingApproval {
+        session_uid: approval.session,
+        execution_id: approval.execution_id,
+        tool_call_id: approval.tool_call_id,
+        request_seq: approval.request_seq,
+        tool: approval.tool,
+        args: approval.args.map(struct_to_pb),
+        reason: approval.reason,
+        requested_at: Some(timestamp_to_pb(approval.requested_at)),
+        project: approval.project,
+        owner,
+    }
 }
 
 /// A journal record on the wire.

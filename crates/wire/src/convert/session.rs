@@ -18,7 +18,7 @@ use crate::pb;
 const UNKNOWN_DELETION_PREFIX: &str = "DELETION_STATE_";
 
 /// `metadata` holds `project`, `name` and `uid` (its `version` and times are left for the server to
-/// fill), `pending_approval` is left unset, `identity` and `owner` are omitted when empty.
+/// fill), `pending_approval` and `usage` are left unset, `identity` and `owner` are omitted when empty.
 impl From<Session> for pb::Session {
     fn from(s: Session) -> Self {
         let owner =
@@ -47,6 +47,8 @@ impl From<Session> for pb::Session {
             annotations: s.annotations,
             owner,
             deletion_state: deletion_state_to_pb(&s.deletion),
+            // The journal's totals, not part of the domain session: the server fills them in.
+            usage: None,
         }
     }
 }
