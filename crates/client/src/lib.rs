@@ -422,6 +422,32 @@ impl Client {
         }
     }
 
+    /// Every approval request of the project that waits for a decision and that the caller may
+    /// see, oldest first, walking all pages (the `ListApprovals` extension).
+    ///
+    /// # Errors
+    /// The status of the first page request that failed.
+    pub async fn list_approvals(&mut self, page_size: i32) -> Result<Vec<pb::PendingApproval>> {
+        let mut approvals = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .inner
+                .list_approvals(self.request(pb::ListApprovalsRequest {
+                    project: self.project.clone(),
+                    page_size,
+                    page_token: token,
+                }))
+                .await?
+                .into_inner();
+            approvals.extend(page.approvals);
+            if page.next_page_token.is_empty() {
+                return Ok(approvals);
+            }
+            token = page.next_page_token;
+        }
+    }
+
     /// Runs one turn, calling `on_event` for every frame as it arrives, and returns what the
     /// turn produced.
     ///

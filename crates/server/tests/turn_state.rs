@@ -193,3 +193,48 @@ async fn exec_state_looks_past_lifecycle_records() {
     events.extend((0..12).map(|_| suspend()));
     assert_eq!(state_after(&mut s, events).await, pb::ExecState::ExecFailed);
 }
+
+// extension (issue 13): GetSession shows the session's USAGE records summed, and Replay returns
+// each record with the time it was committed.
+#[tokio::test]
+async fn usage_totals_and_commit_times_reach_the_wire() {
+    let mut s = start().await;
+    let created = s
+        .client
+        .create_session(pb::CreateSessionRequest {
+            session: Some(pb::Session::default()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let uid = created.metadata.unwrap().uid;
+    assert_eq!(created.usage, None, "nothing counted yet");
+    let fence = s.journal.new_fence(&uid).await.unwrap();
+    s.journal
+        .append_batch(&uid, 0, fence, vec![start_event(), input(), usage(), usage()])
+        .await
+        .unwrap();
+    let session = s
+        .client
+        .get_session(pb::GetSessionRequest { uid: uid.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let usage = session.usage.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (6, 8));
+    let mut stream = s
+        .client
+        .replay(pb::ReplayRequest {
+            session: uid,
+            ..pb::ReplayRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut records = 0;
+    while let Some(record) = stream.message().await.unwrap() {
+        assert!(record.commit_time.is_some(), "seq {}", record.seq);
+        records += 1;
+    }
+    assert_eq!(records, 4);
+}
