@@ -98,7 +98,8 @@ impl Target {
             .batch_execute("SET plan_cache_mode = force_generic_plan")
             .await
             .map_err(|e| DbError::Pg(e).into_read_error())?;
-        let st = Statements::prepare(&client, &self.schema)
+        // Boxed: preparing every statement at once is a large future.
+        let st = Box::pin(Statements::prepare(&client, &self.schema))
             .await
             .map_err(|e| DbError::Pg(e).into_read_error())?;
         Ok(Conn { client, st })

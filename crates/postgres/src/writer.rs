@@ -393,7 +393,7 @@ async fn run_batch(
         })
         .collect();
     // Only a batch that requests or closes an approval pays this round.
-    approvals.write(conn, now).await?;
+    Box::pin(approvals.write(conn, now)).await?;
 
     // Round 2.
     let mut rows = SessionColumns::default();
@@ -487,6 +487,10 @@ async fn run_batch(
 }
 
 /// Applies one command to the locked rows and heads in memory.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the batch's state, each part borrowed on its own"
+)]
 fn apply<'a>(
     cmd: &'a Command,
     slots: &mut HashMap<String, Slot>,

@@ -176,7 +176,7 @@ fn render_placed(
         meta.update_time = Some(timestamp_to_pb(info.updated_at));
     }
     wire.pending_approval = tail.pending.clone().map(Into::into);
-    wire.usage = (!info.usage.is_empty()).then(|| pb::UsageTotals {
+    wire.usage = (!info.usage.is_empty()).then_some(pb::UsageTotals {
         input_tokens: info.usage.input_tokens,
         output_tokens: info.usage.output_tokens,
         reasoning_tokens: info.usage.reasoning_tokens,

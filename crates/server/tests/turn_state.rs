@@ -211,7 +211,12 @@ async fn usage_totals_and_commit_times_reach_the_wire() {
     assert_eq!(created.usage, None, "nothing counted yet");
     let fence = s.journal.new_fence(&uid).await.unwrap();
     s.journal
-        .append_batch(&uid, 0, fence, vec![start_event(), input(), usage(), usage()])
+        .append_batch(
+            &uid,
+            0,
+            fence,
+            vec![start_event(), input(), usage(), usage()],
+        )
         .await
         .unwrap();
     let session = s
