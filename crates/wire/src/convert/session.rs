@@ -478,8 +478,9 @@ mod tests {
 
     #[test]
     fn unknown_exec_and_compute_states_name_the_field() {
+        // 7 is EXEC_INTERRUPTED, this project's addition; 99 is nobody's.
         let err = Session::try_from(pb::Session {
-            exec_state: 7,
+            exec_state: 99,
             ..pb::Session::default()
         })
         .unwrap_err();
@@ -488,7 +489,7 @@ mod tests {
             WireError::UnknownEnumValue {
                 field: "exec_state".into(),
                 enum_name: "agentsessions.v1.ExecState",
-                value: 7,
+                value: 99,
             }
         );
         let err = Session::try_from(pb::Session {
