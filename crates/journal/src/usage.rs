@@ -26,6 +26,7 @@ impl UsageTotals {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             reasoning_tokens: usage.reasoning_tokens,
+            // `Usage` carries no cached count yet; take it here once it does.
             cached_input_tokens: 0,
         }
     }
