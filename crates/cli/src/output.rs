@@ -262,4 +262,43 @@ mod tests {
             session_line(&session)
         );
     }
+
+    #[test]
+    fn a_record_line_starts_with_its_commit_time_and_details_show_usage_and_state() {
+        let mut record = pb::LogRecord {
+            seq: 4,
+            event: Some(pb::Event::default()),
+            ..pb::LogRecord::default()
+        };
+        assert!(record_line(&record).starts_with("seq=0004 "));
+        let mut time = record.commit_time.clone().unwrap_or_default();
+        time.seconds = 1_700_000_000;
+        time.nanos = 123_000_000;
+        record.commit_time = Some(time);
+        let line = record_line(&record);
+        assert!(
+            line.starts_with("2023-11-14T22:13:20.123Z seq=0004 "),
+            "{line}"
+        );
+        assert_eq!(
+            record_json(&record).commit_time.as_deref(),
+            Some("2023-11-14T22:13:20.123Z")
+        );
+        let session = pb::Session {
+            exec_state: pb::ExecState::ExecInterrupted as i32,
+            usage: Some(pb::UsageTotals {
+                input_tokens: 10,
+                output_tokens: 5,
+                reasoning_tokens: 2,
+                cached_input_tokens: 1,
+            }),
+            ..pb::Session::default()
+        };
+        let details = session_details(&session);
+        assert!(details.contains("exec      INTERRUPTED"), "{details}");
+        assert!(
+            details.contains("usage     input=10 output=5 cached_input=1 reasoning=2 tokens"),
+            "{details}"
+        );
+    }
 }
