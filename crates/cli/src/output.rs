@@ -271,7 +271,7 @@ mod tests {
             ..pb::LogRecord::default()
         };
         assert!(record_line(&record).starts_with("seq=0004 "));
-        let mut time = record.commit_time.clone().unwrap_or_default();
+        let mut time = record.commit_time.unwrap_or_default();
         time.seconds = 1_700_000_000;
         time.nanos = 123_000_000;
         record.commit_time = Some(time);
