@@ -22,6 +22,9 @@ pub enum ExecState {
     Failed,
     /// The last turn was cancelled.
     Canceled,
+    /// The last turn stopped before it ended (its host went away, it recorded an error without
+    /// an end, or its approval was decided): Resume, or an Exec without input, continues it.
+    Interrupted,
 }
 
 /// The incarnation (compute) axis of a session.

@@ -1,6 +1,7 @@
 //! Human-readable lines for records and sessions (semantics §10.8), and proto-JSON for scripts.
 
 use agentsessions_client::{text_of, uid_of};
+use agentsessions_wire::canonical::Canonical;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::event::Body;
 use serde::Serialize;
@@ -33,9 +34,25 @@ pub fn exec_name(session: &pb::Session) -> String {
     )
 }
 
-/// One record as `seq=0004 OUTPUT  assistant: echo:hello`; other kinds show their essentials
-/// (never tool arguments).
+/// A wire time as RFC 3339 UTC text (`2026-12-04T16:45:07.123Z`); `None` when unset or out of
+/// range.
+pub fn time_text<T: Canonical>(time: Option<&T>) -> Option<String> {
+    let quoted = agentsessions_wire::canonical::canonical_message(time?).ok()?;
+    let text = String::from_utf8(quoted).ok()?;
+    Some(text.trim_matches('"').to_owned())
+}
+
+/// One record as `2026-12-04T16:45:07.123Z seq=0004 OUTPUT  assistant: echo:hello`, led by the
+/// time it was committed when the server stored one; other kinds show their essentials (never
+/// tool arguments).
 pub fn record_line(record: &pb::LogRecord) -> String {
+    match time_text(record.commit_time.as_ref()) {
+        Some(time) => format!("{time} {}", record_body_line(record)),
+        None => record_body_line(record),
+    }
+}
+
+fn record_body_line(record: &pb::LogRecord) -> String {
     let Some(event) = &record.event else {
         return format!("seq={:04} (no event)", record.seq);
     };
@@ -155,6 +172,15 @@ pub fn session_details(session: &pb::Session) -> String {
     if session.deletion_state == pb::DeletionState::DeletionPending as i32 {
         lines.push("deletion  PENDING".to_owned());
     }
+    if let Some(usage) = &session.usage {
+        lines.push(format!(
+            "usage     input={} output={} cached_input={} reasoning={} tokens",
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_input_tokens,
+            usage.reasoning_tokens
+        ));
+    }
     lines.join("\n")
 }
 
@@ -175,6 +201,9 @@ pub struct RecordJson {
     pub prev_hash: String,
     /// Its content hash.
     pub hash: String,
+    /// When it was committed (RFC 3339 UTC); absent for a record stored without a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_time: Option<String>,
     /// The event as canonical proto3-JSON (`null` if it has none).
     pub event: Box<RawValue>,
 }
@@ -189,6 +218,7 @@ pub fn record_json(record: &pb::LogRecord) -> RecordJson {
         seq: record.seq,
         prev_hash: record.prev_hash.clone(),
         hash: record.content_hash.clone(),
+        commit_time: time_text(record.commit_time.as_ref()),
         event: raw(event, "null"),
     }
 }
@@ -230,6 +260,45 @@ mod tests {
             session_line(&session).ends_with("name=notes owner=alice deletion=PENDING"),
             "{}",
             session_line(&session)
+        );
+    }
+
+    #[test]
+    fn a_record_line_starts_with_its_commit_time_and_details_show_usage_and_state() {
+        let mut record = pb::LogRecord {
+            seq: 4,
+            event: Some(pb::Event::default()),
+            ..pb::LogRecord::default()
+        };
+        assert!(record_line(&record).starts_with("seq=0004 "));
+        let mut time = record.commit_time.unwrap_or_default();
+        time.seconds = 1_700_000_000;
+        time.nanos = 123_000_000;
+        record.commit_time = Some(time);
+        let line = record_line(&record);
+        assert!(
+            line.starts_with("2023-11-14T22:13:20.123Z seq=0004 "),
+            "{line}"
+        );
+        assert_eq!(
+            record_json(&record).commit_time.as_deref(),
+            Some("2023-11-14T22:13:20.123Z")
+        );
+        let session = pb::Session {
+            exec_state: pb::ExecState::ExecInterrupted as i32,
+            usage: Some(pb::UsageTotals {
+                input_tokens: 10,
+                output_tokens: 5,
+                reasoning_tokens: 2,
+                cached_input_tokens: 1,
+            }),
+            ..pb::Session::default()
+        };
+        let details = session_details(&session);
+        assert!(details.contains("exec      INTERRUPTED"), "{details}");
+        assert!(
+            details.contains("usage     input=10 output=5 cached_input=1 reasoning=2 tokens"),
+            "{details}"
         );
     }
 }

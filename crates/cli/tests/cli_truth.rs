@@ -453,3 +453,26 @@ fn help_has_examples_and_completions_name_the_commands() {
     let bad = ctl(d, &["completions", "cmd.exe"]);
     assert_eq!(bad.status.code(), Some(USAGE));
 }
+
+// issue 13: replay lines start with the commit time, JSON records carry it, and `approvals`
+// lists nothing on a journal with no gated call (text and JSON Lines alike).
+#[test]
+fn records_show_commit_times_and_approvals_list_what_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let uid = new_session(d, "hello");
+    for line in stdout(&ctl(d, &["replay", "--session", &uid])).lines() {
+        let (time, rest) = line.split_once(' ').unwrap();
+        assert!(time.ends_with('Z') && time.contains('T'), "{line}");
+        assert!(rest.starts_with("seq="), "{line}");
+    }
+    for line in stdout(&ctl(d, &["--json", "replay", "--session", &uid])).lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            record["commit_time"].as_str().unwrap().ends_with('Z'),
+            "{line}"
+        );
+    }
+    assert_eq!(stdout(&ctl(d, &["approvals"])), "");
+    assert_eq!(stdout(&ctl(d, &["--json", "approvals"])), "");
+}

@@ -262,6 +262,8 @@ pub fn verify(records: &[pb::LogRecord]) -> Result<ChainSummary> {
             hash: record.content_hash.clone(),
             fence: record.fence,
             event,
+            // Not hashed: the chain verifies without it.
+            committed_at: None,
         });
     }
     verify_records(&decoded).map_err(|fault| ClientError::BadRecord {
@@ -415,6 +417,32 @@ impl Client {
             sessions.extend(page.sessions);
             if page.next_page_token.is_empty() {
                 return Ok(sessions);
+            }
+            token = page.next_page_token;
+        }
+    }
+
+    /// Every approval request of the project that waits for a decision and that the caller may
+    /// see, oldest first, walking all pages (the `ListApprovals` extension).
+    ///
+    /// # Errors
+    /// The status of the first page request that failed.
+    pub async fn list_approvals(&mut self, page_size: i32) -> Result<Vec<pb::PendingApproval>> {
+        let mut approvals = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .inner
+                .list_approvals(self.request(pb::ListApprovalsRequest {
+                    project: self.project.clone(),
+                    page_size,
+                    page_token: token,
+                }))
+                .await?
+                .into_inner();
+            approvals.extend(page.approvals);
+            if page.next_page_token.is_empty() {
+                return Ok(approvals);
             }
             token = page.next_page_token;
         }

@@ -535,6 +535,7 @@ mod tests {
     #[test]
     fn unconsumed_effects_are_a_divergence() {
         let record = LogRecord {
+            committed_at: None,
             seq: 1,
             prev_hash: String::new(),
             hash: String::new(),

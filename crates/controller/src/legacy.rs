@@ -79,6 +79,7 @@ mod tests {
 
     fn input(seq: i64, text: &str) -> LogRecord {
         LogRecord {
+            committed_at: None,
             seq,
             prev_hash: String::new(),
             hash: String::new(),

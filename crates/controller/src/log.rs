@@ -497,6 +497,7 @@ mod tests {
 
     fn rec(seq: i64, id: &str, kind: EventKind, body: Option<EventBody>) -> LogRecord {
         LogRecord {
+            committed_at: None,
             seq,
             prev_hash: String::new(),
             hash: String::new(),

@@ -69,6 +69,7 @@ mod tests {
         let hash = agentsessions_wire::content_hash(prev, seq, &pb::Event::from(&event))
             .unwrap_or_default();
         LogRecord {
+            committed_at: None,
             seq,
             prev_hash: prev.to_owned(),
             hash,

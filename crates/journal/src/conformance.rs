@@ -19,6 +19,13 @@ use crate::journal::{HarnessState, Journal, ListQuery, RegisterOutcome, SessionR
 use crate::record::LogRecord;
 use crate::testing::{fill, fork_marker, fork_with_marker, input};
 
+mod operator_views;
+pub use operator_views::{
+    pending_approvals_follow_requests_and_decisions,
+    pending_approvals_leave_with_delete_and_stay_with_the_parent, records_carry_their_commit_time,
+    usage_totals_sum_in_the_append_commit,
+};
+
 /// Instantiates every conformance case as a `#[tokio::test]` for a backend. `$make` is an
 /// expression yielding a fresh `Arc<dyn Journal>` (it may use `tempfile`, held in the closure).
 #[macro_export]
@@ -52,6 +59,10 @@ macro_rules! journal_conformance {
             delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer,
             fencing_append_mints_and_appends_in_one_commit,
             a_stale_fencing_append_never_supersedes_the_writer,
+            pending_approvals_follow_requests_and_decisions,
+            pending_approvals_leave_with_delete_and_stay_with_the_parent,
+            usage_totals_sum_in_the_append_commit,
+            records_carry_their_commit_time,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -153,6 +153,7 @@ fn import_record(value: &GoValue, format: &mut JsonFormat) -> Result<LogRecord, 
         None => Event::default(),
     };
     Ok(LogRecord {
+        committed_at: None,
         seq: int("Seq")?,
         prev_hash: string("PrevHash")?,
         hash: string("Hash")?,

@@ -8,8 +8,10 @@ use agentsessions_api::{
 };
 use async_trait::async_trait;
 
+use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::Result;
 use crate::record::LogRecord;
+use crate::usage::UsageTotals;
 
 /// The project a session lands in when none is given.
 pub const DEFAULT_PROJECT: &str = "default";
@@ -71,6 +73,8 @@ pub struct SessionInfo {
     pub deletion: DeletionState,
     /// When the reclaimer released the session's compute and snapshots; `None` until then.
     pub reclaimed_at: Option<Timestamp>,
+    /// The session's USAGE records summed, kept in each append's commit.
+    pub usage: UsageTotals,
 }
 
 /// One page request of [`Journal::list_sessions`].
@@ -294,6 +298,18 @@ pub trait Journal: Send + Sync + Debug {
     /// not issue (never a silent restart);
     /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for an incomplete owner filter.
     async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage>;
+
+    /// One page of a project's approval requests that wait for a decision, oldest first (by
+    /// commit time, then session and call id), optionally only those on one owner's sessions.
+    /// The journal keeps these in the commit that appends a request, its decision, the end of
+    /// its execution or the session's delete intent, so this is an indexed read, never a scan of
+    /// the logs. A fork child does not list its parent's requests.
+    ///
+    /// # Errors
+    /// [`InvalidPageToken`](crate::JournalError::InvalidPageToken) for a token this journal did
+    /// not issue; [`InvalidArgument`](crate::JournalError::InvalidArgument) for an incomplete
+    /// owner filter; storage failures.
+    async fn list_pending_approvals(&self, query: ApprovalsQuery) -> Result<ApprovalPage>;
 
     /// Up to `limit` sessions whose deletion state is not active (pending, or a state this build
     /// does not know) and that were not reclaimed yet, oldest change first: the reclaimer's work.

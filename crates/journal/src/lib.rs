@@ -13,6 +13,8 @@
 //!   ancestors' rows.
 //! - [`memory`]: [`MemoryJournal`], the reference semantics.
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
+//! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
+//! - [`usage`]: token usage summed per session, kept the same way.
 //! - [`export`]: import and export of journals in the reference JSON format.
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
@@ -23,6 +25,7 @@
 //!   and the fixtures backend tests share.
 #![warn(missing_docs)]
 
+pub mod approvals;
 pub mod audit;
 pub mod chain;
 pub mod columns;
@@ -41,8 +44,10 @@ pub mod sqlite;
 pub mod stored;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod usage;
 pub mod writer_queue;
 
+pub use approvals::{ApprovalPage, ApprovalsQuery, PendingApproval};
 pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
 };
@@ -54,3 +59,4 @@ pub use journal::{
 pub use memory::MemoryJournal;
 pub use record::LogRecord;
 pub use sqlite::{Durability, SqliteJournal, SqliteOptions};
+pub use usage::UsageTotals;

@@ -6,6 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
 use async_trait::async_trait;
 
+use crate::approvals::{
+    ApprovalCursor, ApprovalPage, ApprovalsPlan, ApprovalsQuery, CALL_LOOKBACK, PendingApproval,
+    PendingChange, gated_call, pending_change,
+};
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::journal::{
@@ -15,6 +19,7 @@ use crate::journal::{
 use crate::projection::{marks_deletion, project_compute_state, state_walking_back};
 use crate::record::LogRecord;
 use crate::rules;
+use crate::usage::UsageTotals;
 
 /// One session's chain: the records it shares with its parent, then its own.
 ///
@@ -101,6 +106,10 @@ struct SessionState {
     link: Option<(String, i64)>,
     deletion: DeletionState,
     reclaimed_at: Option<Timestamp>,
+    /// Requests waiting for a decision, in commit order; project and owner are filled in when
+    /// listed.
+    pending: Vec<PendingApproval>,
+    usage: UsageTotals,
 }
 
 #[derive(Debug, Default)]
@@ -207,10 +216,17 @@ impl MemoryJournal {
                 hash,
                 fence,
                 event: p.event,
+                committed_at: Some(now),
             };
             s.compute_state = project_compute_state(s.compute_state, &record.event);
             if marks_deletion(&record.event) {
                 s.deletion = DeletionState::Pending;
+            }
+            if let Some(added) = UsageTotals::added_by(&record.event) {
+                s.usage = s.usage.plus(added);
+            }
+            if let Some(change) = pending_change(&record.event) {
+                apply_pending(&mut s.pending, change, session, &record, &own, now);
             }
             own.push(record.clone());
             out.push(record);
@@ -218,6 +234,50 @@ impl MemoryJournal {
         drop(own);
         s.updated_at = now;
         Ok(out)
+    }
+}
+
+/// Moves `pending` past the commit of `record`; `own` holds the session's records before it.
+fn apply_pending(
+    pending: &mut Vec<PendingApproval>,
+    change: PendingChange,
+    session: &str,
+    record: &LogRecord,
+    own: &[LogRecord],
+    now: Timestamp,
+) {
+    match change {
+        PendingChange::Request {
+            execution_id,
+            tool_call_id,
+            reason,
+        } => {
+            let call = gated_call(
+                own.iter().rev().take(CALL_LOOKBACK).map(|r| &r.event),
+                &execution_id,
+                &tool_call_id,
+            );
+            let (tool, args) = call.unwrap_or_default();
+            pending.retain(|p| p.tool_call_id != tool_call_id);
+            pending.push(PendingApproval {
+                session: session.to_owned(),
+                execution_id,
+                tool_call_id,
+                request_seq: record.seq,
+                tool,
+                args,
+                reason,
+                requested_at: now,
+                ..PendingApproval::default()
+            });
+        }
+        PendingChange::Decided { tool_call_id } => {
+            pending.retain(|p| p.tool_call_id != tool_call_id);
+        }
+        PendingChange::Ended { execution_id } => {
+            pending.retain(|p| p.execution_id != execution_id);
+        }
+        PendingChange::Deleted => pending.clear(),
     }
 }
 
@@ -232,6 +292,7 @@ fn info_of(s: &SessionState) -> SessionInfo {
         updated_at: s.updated_at,
         deletion: s.deletion.clone(),
         reclaimed_at: s.reclaimed_at,
+        usage: s.usage,
     }
 }
 
@@ -408,6 +469,28 @@ impl Journal for MemoryJournal {
         });
         rows.truncate(plan.size + 1);
         Ok(plan.page(rows.into_iter().map(info_of).collect()))
+    }
+
+    async fn list_pending_approvals(&self, query: ApprovalsQuery) -> Result<ApprovalPage> {
+        let plan = ApprovalsPlan::new(&query, &self.default_project)?;
+        let state = self.lock();
+        let mut entries: Vec<PendingApproval> = state
+            .sessions
+            .values()
+            .filter(|s| s.row.project == plan.project)
+            .filter(|s| query.owner.as_ref().is_none_or(|o| s.row.owner == *o))
+            .flat_map(|s| {
+                s.pending.iter().map(|p| PendingApproval {
+                    project: s.row.project.clone(),
+                    owner: s.row.owner.clone(),
+                    ..p.clone()
+                })
+            })
+            .filter(|p| plan.after_cursor(&ApprovalCursor::of(p)))
+            .collect();
+        entries.sort_by_key(ApprovalCursor::of);
+        entries.truncate(plan.size + 1);
+        Ok(plan.page(entries))
     }
 
     async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {

@@ -11,6 +11,7 @@ use crate::columns::{
 };
 use crate::error::Result;
 use crate::journal::{HarnessRow, HarnessState, SessionInfo, SessionRow};
+use crate::usage::UsageTotals;
 
 /// A `sessions` row with every column as stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub struct StoredSession {
     pub deletion_state: String,
     /// `reclaimed_at`, unix nanoseconds; 0 when not reclaimed.
     pub reclaimed_at: i64,
+    /// `usage_input_tokens`, `usage_output_tokens`, `usage_reasoning_tokens`,
+    /// `usage_cached_input_tokens`: the session's USAGE records summed.
+    pub usage: UsageTotals,
 }
 
 impl StoredSession {
@@ -90,6 +94,7 @@ impl StoredSession {
             deletion: DeletionState::parse(&self.deletion_state),
             reclaimed_at: (self.reclaimed_at != 0)
                 .then(|| Timestamp::from_unix_nanos(self.reclaimed_at)),
+            usage: self.usage,
         })
     }
 }

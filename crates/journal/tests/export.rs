@@ -300,6 +300,7 @@ fn tolerant_decoding_and_empty_journals() {
         journal.records,
         vec![
             LogRecord {
+                committed_at: None,
                 seq: 1,
                 prev_hash: String::new(),
                 hash: String::new(),
@@ -307,6 +308,7 @@ fn tolerant_decoding_and_empty_journals() {
                 event: Event::default(),
             },
             LogRecord {
+                committed_at: None,
                 seq: 0,
                 prev_hash: String::new(),
                 hash: String::new(),
@@ -314,6 +316,7 @@ fn tolerant_decoding_and_empty_journals() {
                 event: Event::default(),
             },
             LogRecord {
+                committed_at: None,
                 seq: 0,
                 prev_hash: String::new(),
                 hash: String::new(),

@@ -134,7 +134,16 @@ async fn layout_matches_the_reference_tables() {
     };
     assert_eq!(
         columns("events"),
-        ["session", "seq", "prev_hash", "hash", "fence", "event"]
+        [
+            "session",
+            "seq",
+            "prev_hash",
+            "hash",
+            "fence",
+            "event",
+            // Ours, after the reference columns: when the record was committed (not hashed).
+            "committed_at"
+        ]
     );
     assert_eq!(
         columns("sessions"),
@@ -158,7 +167,12 @@ async fn layout_matches_the_reference_tables() {
             "owner_issuer",
             "owner_subject",
             "deletion_state",
-            "reclaimed_at"
+            "reclaimed_at",
+            // Ours: the session's USAGE records summed.
+            "usage_input_tokens",
+            "usage_output_tokens",
+            "usage_reasoning_tokens",
+            "usage_cached_input_tokens"
         ]
     );
     assert_eq!(

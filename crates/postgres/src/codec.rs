@@ -1,19 +1,20 @@
 //! Reading this backend's rows into their stored form (`agentsessions_journal::stored`, shared
 //! with the SQLite layout, which decodes them); times are unix nanoseconds.
 
-use agentsessions_journal::HarnessRow;
 pub(crate) use agentsessions_journal::stored::{
     EncodedRow, HARNESS_COLUMNS, StoredHarness, StoredSession,
 };
+use agentsessions_journal::{HarnessRow, UsageTotals};
 use tokio_postgres::Row;
 
 /// The `sessions` columns in [`StoredSession`] order.
 pub(crate) const STORED_COLUMNS: &str = "session, fence, project, name, harness, model, \
      parent_uid, fork_seq, compute_state, created_at, updated_at, labels, annotations, origin, \
-     identity, owner_issuer, owner_subject, deletion_state, reclaimed_at";
+     identity, owner_issuer, owner_subject, deletion_state, reclaimed_at, usage_input_tokens, \
+     usage_output_tokens, usage_reasoning_tokens, usage_cached_input_tokens";
 
 /// How many columns [`STORED_COLUMNS`] names; a session read's derived columns follow them.
-pub(crate) const STORED_COLUMN_COUNT: usize = 19;
+pub(crate) const STORED_COLUMN_COUNT: usize = 23;
 
 /// Reads a row selected with [`STORED_COLUMNS`] first.
 pub(crate) fn stored_session(row: &Row) -> Result<StoredSession, tokio_postgres::Error> {
@@ -37,6 +38,12 @@ pub(crate) fn stored_session(row: &Row) -> Result<StoredSession, tokio_postgres:
         owner_subject: row.try_get(16)?,
         deletion_state: row.try_get(17)?,
         reclaimed_at: row.try_get(18)?,
+        usage: UsageTotals {
+            input_tokens: row.try_get(19)?,
+            output_tokens: row.try_get(20)?,
+            reasoning_tokens: row.try_get(21)?,
+            cached_input_tokens: row.try_get(22)?,
+        },
     })
 }
 

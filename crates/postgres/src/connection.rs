@@ -98,7 +98,8 @@ impl Target {
             .batch_execute("SET plan_cache_mode = force_generic_plan")
             .await
             .map_err(|e| DbError::Pg(e).into_read_error())?;
-        let st = Statements::prepare(&client, &self.schema)
+        // Boxed: preparing every statement at once is a large future.
+        let st = Box::pin(Statements::prepare(&client, &self.schema))
             .await
             .map_err(|e| DbError::Pg(e).into_read_error())?;
         Ok(Conn { client, st })
@@ -142,6 +143,10 @@ pub(crate) struct Statements {
     pub(crate) fork_parent: Statement,
     pub(crate) records_back: Statement,
     pub(crate) fork_insert: Statement,
+    pub(crate) pending_close: Statement,
+    pub(crate) pending_open: Statement,
+    pub(crate) list_pending: Statement,
+    pub(crate) list_owned_pending: Statement,
 }
 
 /// The derived columns after [`STORED_COLUMNS`] in session reads.
@@ -168,8 +173,10 @@ impl Statements {
                                  (SELECT fork_seq FROM {s}.session_prefix WHERE session = $1),
                                  0)::BIGINT",
             ),
-            sql("SELECT seq, prev_hash, hash, fence, event FROM {s}.events
-                 WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq"),
+            sql(
+                "SELECT seq, prev_hash, hash, fence, event, committed_at FROM {s}.events
+                 WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+            ),
             sql(&format!("{session_select} WHERE s.session = $1")),
             sql(&format!(
                 "{session_select}
@@ -239,9 +246,9 @@ impl Statements {
                      ) h ORDER BY seq DESC LIMIT 1) e",
             ),
             sql(
-                "INSERT INTO {s}.events (session, seq, prev_hash, hash, fence, event)
-                 SELECT * FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[],
-                                      $5::BIGINT[], $6::BYTEA[])",
+                "INSERT INTO {s}.events (session, seq, prev_hash, hash, fence, event, committed_at)
+                 SELECT u.*, $7::BIGINT FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[],
+                                                    $4::TEXT[], $5::BIGINT[], $6::BYTEA[]) AS u",
             ),
             sql("UPDATE {s}.sessions AS t SET
                      fence = u.fence, project = u.project, name = u.name, harness = u.harness,
@@ -249,14 +256,21 @@ impl Statements {
                      compute_state = u.compute_state, created_at = u.created_at,
                      updated_at = u.updated_at, labels = u.labels, annotations = u.annotations,
                      origin = u.origin, identity = u.identity, owner_issuer = u.owner_issuer,
-                     owner_subject = u.owner_subject, deletion_state = u.deletion_state
+                     owner_subject = u.owner_subject, deletion_state = u.deletion_state,
+                     usage_input_tokens = u.usage_input_tokens,
+                     usage_output_tokens = u.usage_output_tokens,
+                     usage_reasoning_tokens = u.usage_reasoning_tokens,
+                     usage_cached_input_tokens = u.usage_cached_input_tokens
                  FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
                              $6::TEXT[], $7::TEXT[], $8::BIGINT[], $9::TEXT[], $10::BIGINT[],
                              $11::BIGINT[], $12::TEXT[], $13::TEXT[], $14::TEXT[], $15::TEXT[],
-                             $16::TEXT[], $17::TEXT[], $18::TEXT[])
+                             $16::TEXT[], $17::TEXT[], $18::TEXT[], $19::BIGINT[], $20::BIGINT[],
+                             $21::BIGINT[], $22::BIGINT[])
                      AS u(session, fence, project, name, harness, model, parent_uid, fork_seq,
                           compute_state, created_at, updated_at, labels, annotations, origin,
-                          identity, owner_issuer, owner_subject, deletion_state)
+                          identity, owner_issuer, owner_subject, deletion_state,
+                          usage_input_tokens, usage_output_tokens, usage_reasoning_tokens,
+                          usage_cached_input_tokens)
                  WHERE t.session = u.session"),
             sql("DELETE FROM {s}.sessions WHERE session = ANY($1::TEXT[])"),
             sql(
@@ -294,6 +308,10 @@ impl Statements {
                  INSERT INTO {s}.session_prefix (session, parent_uid, fork_seq, fork_hash)
                  SELECT session, $5::TEXT, $6::BIGINT, $9::TEXT FROM child
                  RETURNING session"),
+            sql(crate::approvals::STATEMENTS[0]),
+            sql(crate::approvals::STATEMENTS[1]),
+            sql(crate::approvals::STATEMENTS[2]),
+            sql(crate::approvals::STATEMENTS[3]),
         ];
         // Polled together, the requests are pipelined on the one connection.
         let [
@@ -324,6 +342,10 @@ impl Statements {
             fork_parent,
             records_back,
             fork_insert,
+            pending_close,
+            pending_open,
+            list_pending,
+            list_owned_pending,
         ] = &texts;
         let (
             begin,
@@ -353,6 +375,10 @@ impl Statements {
             fork_parent,
             records_back,
             fork_insert,
+            pending_close,
+            pending_open,
+            list_pending,
+            list_owned_pending,
         ) = tokio::try_join!(
             client.prepare(begin),
             client.prepare(commit),
@@ -381,6 +407,10 @@ impl Statements {
             client.prepare(fork_parent),
             client.prepare(records_back),
             client.prepare(fork_insert),
+            client.prepare(pending_close),
+            client.prepare(pending_open),
+            client.prepare(list_pending),
+            client.prepare(list_owned_pending),
         )?;
         Ok(Self {
             begin,
@@ -410,6 +440,10 @@ impl Statements {
             fork_parent,
             records_back,
             fork_insert,
+            pending_close,
+            pending_open,
+            list_pending,
+            list_owned_pending,
         })
     }
 }

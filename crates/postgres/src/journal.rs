@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
+use agentsessions_journal::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery};
 use agentsessions_journal::chain::decode_event;
 use agentsessions_journal::lineage::{self, PrefixLink, Segment};
 use agentsessions_journal::projection::fixed_state;
@@ -18,6 +19,7 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, mpsc};
 use tokio_postgres::error::SqlState;
 
+use crate::approvals;
 use crate::codec::{self, EncodedRow, StoredHarness};
 use crate::connection::{Conn, Pool, Target, with_conn};
 use crate::failure::{DbError, commit_failed, connection_lost, outcome_unknown};
@@ -168,12 +170,14 @@ async fn read_records(
     for row in rows {
         let seq: i64 = row.try_get(0)?;
         let blob: &[u8] = row.try_get(4)?;
+        let committed_at: i64 = row.try_get(5)?;
         out.push(LogRecord {
             seq,
             prev_hash: row.try_get(1)?,
             hash: row.try_get(2)?,
             fence: row.try_get(3)?,
             event: decode_event(session, seq, blob)?,
+            committed_at: (committed_at != 0).then(|| Timestamp::from_unix_nanos(committed_at)),
         });
     }
     Ok(out)
@@ -527,6 +531,11 @@ impl Journal for PostgresJournal {
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             Ok(plan.page(sessions))
         })
+    }
+
+    async fn list_pending_approvals(&self, query: ApprovalsQuery) -> Result<ApprovalPage> {
+        let plan = ApprovalsPlan::new(&query, &self.default_project)?;
+        with_conn!(self.pool, |c| approvals::list(c, &plan, &query).await)
     }
 
     async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {

@@ -15,6 +15,7 @@
 //!
 //! Module map:
 //! - `journal`: [`PostgresJournal`], the trait implementation and the registry transactions.
+//! - `approvals`: the pending-approvals projection written in each batch, and its listing.
 //! - `writer`: the writer tasks, batching appends from many sessions into one transaction.
 //! - `schema`: the tables (the SQLite layout of §1.5 in a configurable Postgres schema), the
 //!   version stamp and the fail-closed migration.
@@ -31,6 +32,7 @@
 //!
 //! Connections are plain TCP (`NoTls`); TLS to a remote database is a follow-up.
 
+mod approvals;
 mod codec;
 mod connection;
 mod failure;

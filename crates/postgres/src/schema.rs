@@ -23,7 +23,8 @@ use crate::failure::DbError;
 /// | 1 | sessions, events, harness registry (the SQLite v2 layout) |
 /// | 2 | `session_prefix`: shared-prefix fork children |
 /// | 3 | `sessions` ownership and deletion columns with their indexes |
-pub const SCHEMA_VERSION: i64 = 3;
+/// | 4 | `events.committed_at`, `sessions` usage totals, `pending_approvals` with its index |
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1: the sessions, events and harness registry tables of semantics §1.5 (SQLite v2).
 /// No Postgres layout predates the registry, so SQLite's v1 → v2 rung (reserving the harness
@@ -114,6 +115,33 @@ CREATE INDEX IF NOT EXISTS sessions_deletion_pending
     WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0;
 "#;
 
+/// Version 4: what an operator reads without scanning logs, the SQLite journal's columns and
+/// table of the same names: each record's commit time (0 for a record written before it; never
+/// hashed), each session's summed USAGE records, and the requests waiting for an approval
+/// decision, kept in the append's transaction and listed oldest first through their index.
+const V4_DDL: &str = r#"
+ALTER TABLE {s}.events
+    ADD COLUMN IF NOT EXISTS committed_at BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE {s}.sessions
+    ADD COLUMN IF NOT EXISTS usage_input_tokens        BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS usage_output_tokens       BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS usage_reasoning_tokens    BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS usage_cached_input_tokens BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS {s}.pending_approvals (
+    session      TEXT COLLATE "C" NOT NULL,
+    tool_call_id TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT NOT NULL,
+    request_seq  BIGINT NOT NULL,
+    tool         TEXT NOT NULL DEFAULT '',
+    args         TEXT NOT NULL DEFAULT '',
+    reason       TEXT NOT NULL DEFAULT '',
+    requested_at BIGINT NOT NULL,
+    PRIMARY KEY (session, tool_call_id)
+);
+CREATE INDEX IF NOT EXISTS pending_approvals_requested
+    ON {s}.pending_approvals (requested_at, session, tool_call_id);
+"#;
+
 /// Substitutes the quoted schema name into a statement template.
 pub(crate) fn in_schema(template: &str, quoted_schema: &str) -> String {
     template.replace("{s}", quoted_schema)
@@ -167,6 +195,9 @@ pub(crate) async fn migrate(
     }
     if version < 3 {
         tx.batch_execute(&in_schema(V3_DDL, quoted_schema)).await?;
+    }
+    if version < 4 {
+        tx.batch_execute(&in_schema(V4_DDL, quoted_schema)).await?;
     }
     if version < SCHEMA_VERSION {
         tx.execute(

@@ -29,9 +29,10 @@ use std::time::Duration;
 use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
 use agentsessions_journal::projection::{marks_deletion, project_compute_state};
 use agentsessions_journal::writer_queue::{Ack, Append};
-use agentsessions_journal::{JournalError, LogRecord, rules};
+use agentsessions_journal::{JournalError, LogRecord, UsageTotals, rules};
 use tokio::sync::{Mutex, mpsc};
 
+use crate::approvals::PendingMoves;
 use crate::codec::{EncodedRow, StoredSession, stored_session};
 use crate::connection::{Conn, Target};
 use crate::failure::{commit_failed, connection_lost, outcome_unknown, rerun_batch};
@@ -184,7 +185,7 @@ impl Writer {
             }
             match result {
                 Ok(outcomes) => {
-                    acknowledge(commands, outcomes);
+                    acknowledge(commands, outcomes, now);
                     return;
                 }
                 Err(BatchError::StampMoved { found }) => {
@@ -236,7 +237,7 @@ fn unconnected(e: &JournalError) -> JournalError {
 }
 
 /// Sends every caller its result after the batch committed.
-fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
+fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>, now: i64) {
     for (cmd, outcome) in commands.into_iter().zip(outcomes) {
         match (cmd, outcome) {
             (Command::Append(Append { events, ack, .. }), Outcome::Appended(fence, envelopes)) => {
@@ -249,6 +250,7 @@ fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>) {
                         hash,
                         fence,
                         event: p.event,
+                        committed_at: Some(Timestamp::from_unix_nanos(now)),
                     })
                     .collect();
                 drop(ack.send(Ok(records)));
@@ -374,6 +376,7 @@ async fn run_batch(
 
     // Decide every command in order, as a single writer would.
     let mut events = EventColumns::default();
+    let mut approvals = PendingMoves::default();
     let outcomes: Vec<Outcome> = commands
         .iter()
         .map(|cmd| {
@@ -383,11 +386,14 @@ async fn run_batch(
                 &mut heads,
                 &links,
                 &mut events,
+                &mut approvals,
                 now,
                 default_project,
             )
         })
         .collect();
+    // Only a batch that requests or closes an approval pays this round.
+    Box::pin(approvals.write(conn, now)).await?;
 
     // Round 2.
     let mut rows = SessionColumns::default();
@@ -416,6 +422,7 @@ async fn run_batch(
                         &events.hash,
                         &events.fence,
                         &events.blob,
+                        &now,
                     ],
                 )
                 .await
@@ -446,6 +453,10 @@ async fn run_batch(
                         &rows.owner_issuer,
                         &rows.owner_subject,
                         &rows.deletion_state,
+                        &rows.usage_input_tokens,
+                        &rows.usage_output_tokens,
+                        &rows.usage_reasoning_tokens,
+                        &rows.usage_cached_input_tokens,
                     ],
                 )
                 .await
@@ -476,12 +487,17 @@ async fn run_batch(
 }
 
 /// Applies one command to the locked rows and heads in memory.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the batch's state, each part borrowed on its own"
+)]
 fn apply<'a>(
     cmd: &'a Command,
     slots: &mut HashMap<String, Slot>,
     heads: &mut HashMap<String, (i64, String)>,
     links: &HashMap<String, (String, i64)>,
     events: &mut EventColumns<'a>,
+    approvals: &mut PendingMoves,
     now: i64,
     default_project: &str,
 ) -> Outcome {
@@ -526,6 +542,10 @@ fn apply<'a>(
                 let hash = p.hash_at(&prev_hash, seq);
                 events.push(session, seq, &prev_hash, &hash, fence, &p.blob);
                 state = project_compute_state(state, &p.event);
+                if let Some(added) = UsageTotals::added_by(&p.event) {
+                    slot.row.usage = slot.row.usage.plus(added);
+                }
+                approvals.record(session, seq, &p.event);
                 if marks_deletion(&p.event)
                     && !DeletionState::parse(&slot.row.deletion_state).is_deleted()
                 {
@@ -677,6 +697,10 @@ struct SessionColumns<'a> {
     owner_issuer: Vec<&'a str>,
     owner_subject: Vec<&'a str>,
     deletion_state: Vec<&'a str>,
+    usage_input_tokens: Vec<i64>,
+    usage_output_tokens: Vec<i64>,
+    usage_reasoning_tokens: Vec<i64>,
+    usage_cached_input_tokens: Vec<i64>,
 }
 
 impl<'a> SessionColumns<'a> {
@@ -699,5 +723,10 @@ impl<'a> SessionColumns<'a> {
         self.owner_issuer.push(&row.owner_issuer);
         self.owner_subject.push(&row.owner_subject);
         self.deletion_state.push(&row.deletion_state);
+        self.usage_input_tokens.push(row.usage.input_tokens);
+        self.usage_output_tokens.push(row.usage.output_tokens);
+        self.usage_reasoning_tokens.push(row.usage.reasoning_tokens);
+        self.usage_cached_input_tokens
+            .push(row.usage.cached_input_tokens);
     }
 }

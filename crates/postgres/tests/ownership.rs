@@ -17,11 +17,10 @@ fn alice() -> CallerIdentity {
     CallerIdentity::new("https://idp.test", "alice")
 }
 
-// A schema stamped 2 gets the ownership and deletion columns and stamp 3 in one migration; its
-// rows read as unbound and active.
+// A schema stamped 2 gets the ownership and deletion columns (and every later rung) in one
+// migration; its rows read as unbound and active.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v2_schema_migrates_to_owner_and_deletion_columns() {
-    assert_eq!(SCHEMA_VERSION, 3);
     let schema = TestSchema::new().await;
     {
         let j = schema.journal().await;
@@ -32,8 +31,14 @@ async fn v2_schema_migrates_to_owner_and_deletion_columns() {
     let sessions = schema.table("sessions");
     db.batch_execute(&format!(
         "ALTER TABLE {sessions} DROP COLUMN owner_issuer, DROP COLUMN owner_subject,
-             DROP COLUMN deletion_state, DROP COLUMN reclaimed_at;
+             DROP COLUMN deletion_state, DROP COLUMN reclaimed_at,
+             DROP COLUMN usage_input_tokens, DROP COLUMN usage_output_tokens,
+             DROP COLUMN usage_reasoning_tokens, DROP COLUMN usage_cached_input_tokens;
+         ALTER TABLE {} DROP COLUMN committed_at;
+         DROP TABLE {};
          UPDATE {} SET version = 2",
+        schema.table("events"),
+        schema.table("pending_approvals"),
         schema.table("schema_version")
     ))
     .await
@@ -47,7 +52,7 @@ async fn v2_schema_migrates_to_owner_and_deletion_columns() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, SCHEMA_VERSION);
     let info = j.session_info("old").await.unwrap();
     assert_eq!(info.row.owner, CallerIdentity::default());
     assert_eq!(info.deletion, DeletionState::Active);
@@ -149,4 +154,42 @@ async fn owner_listing_reads_the_owner_index() {
     let plan = plan.join("\n");
     assert!(plan.contains("sessions_owner_created"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
+// A schema stamped 3 gets commit times, usage totals and the pending-approvals table in one
+// migration; records written before it read with no time, and new ones carry theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v3_schema_migrates_to_commit_times_usage_and_pending_approvals() {
+    assert_eq!(SCHEMA_VERSION, 4);
+    let schema = TestSchema::new().await;
+    {
+        let j = schema.journal().await;
+        j.append("old", 0, 0, input("a")).await.unwrap();
+        j.close().await;
+    }
+    let db = admin().await;
+    db.batch_execute(&format!(
+        "ALTER TABLE {} DROP COLUMN usage_input_tokens, DROP COLUMN usage_output_tokens,
+             DROP COLUMN usage_reasoning_tokens, DROP COLUMN usage_cached_input_tokens;
+         ALTER TABLE {} DROP COLUMN committed_at;
+         DROP TABLE {};
+         UPDATE {} SET version = 3",
+        schema.table("sessions"),
+        schema.table("events"),
+        schema.table("pending_approvals"),
+        schema.table("schema_version")
+    ))
+    .await
+    .unwrap();
+    let j = schema.journal().await;
+    let old = j.read("old", 1, 0).await.unwrap();
+    assert_eq!(old[0].committed_at, None);
+    let new = j.append("old", 1, 0, input("b")).await.unwrap();
+    assert!(new.committed_at.is_some());
+    assert_eq!(
+        j.read("old", 2, 2).await.unwrap()[0].committed_at,
+        new.committed_at
+    );
+    assert!(j.session_info("old").await.unwrap().usage.is_empty());
+    j.close().await;
 }

@@ -10,6 +10,7 @@
 //! | CreateSession | create |
 //! | GetSession, Replay | read |
 //! | ListSessions | list (unfiltered, else filtered to the caller as owner) |
+//! | ListApprovals (extension) | list (unfiltered, else filtered to the caller as owner) |
 //! | DeleteSession | delete |
 //! | Exec | exec (+ create first when it creates the session) |
 //! | Approve | approve + read |
@@ -30,6 +31,7 @@ pub(crate) mod method {
     pub(crate) const CREATE: &str = "/agentsessions.v1.Sessions/CreateSession";
     pub(crate) const GET: &str = "/agentsessions.v1.Sessions/GetSession";
     pub(crate) const LIST: &str = "/agentsessions.v1.Sessions/ListSessions";
+    pub(crate) const LIST_APPROVALS: &str = "/agentsessions.v1.Sessions/ListApprovals";
     pub(crate) const DELETE: &str = "/agentsessions.v1.Sessions/DeleteSession";
     pub(crate) const EXEC: &str = "/agentsessions.v1.Sessions/Exec";
     pub(crate) const REPLAY: &str = "/agentsessions.v1.Sessions/Replay";

@@ -4,9 +4,9 @@
 
 use agentsessions_api::{DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session};
 use agentsessions_controller::approval::ApprovalScan;
-use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+use agentsessions_journal::{Journal, LogRecord, PendingApproval, SessionInfo};
 use agentsessions_placement::{Placer, SessionCompute};
-use agentsessions_wire::convert::timestamp_to_pb;
+use agentsessions_wire::convert::{struct_to_pb, timestamp_to_pb};
 use agentsessions_wire::pb;
 
 use crate::error::Result;
@@ -21,6 +21,26 @@ pub(crate) struct Tail {
     pub(crate) deleted: bool,
     /// An owned, undecided approval request (semantics §5.4).
     pub(crate) pending: Option<agentsessions_api::ApprovalRef>,
+    /// How the last turn stands as its records say, ignoring whether this host runs it:
+    /// `None` when no turn was ever recorded.
+    pub(crate) turn: Option<ExecState>,
+}
+
+/// The state the last non-lifecycle record leaves its turn in. Only an END says a turn
+/// finished; any other record (an ERROR without END, a start, an effect, a decided approval)
+/// leaves it interrupted, waiting to be resumed. An END whose state this build does not know
+/// reads as failed: never as completed.
+fn turn_state(last_effect: &LogRecord) -> ExecState {
+    match &last_effect.event.body {
+        Some(EventBody::End(end)) if last_effect.event.kind == EventKind::End => {
+            match end.state.as_str() {
+                "COMPLETED" => ExecState::Completed,
+                "CANCELED" => ExecState::Canceled,
+                _ => ExecState::Failed,
+            }
+        }
+        _ => ExecState::Interrupted,
+    }
 }
 
 fn is_lifecycle(record: &LogRecord, kind: Option<LifecycleKind>) -> bool {
@@ -52,8 +72,16 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
         // Only lifecycle records in the window: look at the whole log.
         None => records.len() == TAIL,
     };
+    let mut turn = last_effect.map(turn_state);
     let pending = if may_be_pending {
         let all = journal.read(uid, 1, last_seq).await?;
+        if turn.is_none() {
+            turn = all
+                .iter()
+                .rev()
+                .find(|r| !is_lifecycle(r, None))
+                .map(turn_state);
+        }
         ApprovalScan::scan(&all, last_seq).ok().and_then(|scan| {
             scan.selected()
                 .filter(|g| g.is_pending())
@@ -62,12 +90,18 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
     } else {
         None
     };
-    Ok(Tail { deleted, pending })
+    Ok(Tail {
+        deleted,
+        pending,
+        turn,
+    })
 }
 
 /// The wire Session for `info`, with its compute as the placer sees it (the journal's state,
 /// checked with the runtime). A session an operation holds on this host is reported as
-/// `EXEC_RUNNING` (the published server never does).
+/// `EXEC_RUNNING` (the published server never does); otherwise the log's tail says how the last
+/// turn stands (awaiting, completed, failed, canceled or interrupted), never completed for a
+/// turn that did not end.
 ///
 /// # Errors
 /// Journal read failures.
@@ -103,12 +137,11 @@ fn render_placed(
 ) -> pb::Session {
     let exec = if running {
         ExecState::Running
-    } else if info.last_seq == 0 {
-        ExecState::Pending
     } else if tail.pending.is_some() {
         ExecState::Awaiting
     } else {
-        ExecState::Completed
+        // A log of lifecycle records only never ran a turn.
+        tail.turn.unwrap_or(ExecState::Pending)
     };
     let row = info.row;
     let created = row.created_at;
@@ -143,7 +176,30 @@ fn render_placed(
         meta.update_time = Some(timestamp_to_pb(info.updated_at));
     }
     wire.pending_approval = tail.pending.clone().map(Into::into);
+    wire.usage = (!info.usage.is_empty()).then_some(pb::UsageTotals {
+        input_tokens: info.usage.input_tokens,
+        output_tokens: info.usage.output_tokens,
+        reasoning_tokens: info.usage.reasoning_tokens,
+        cached_input_tokens: info.usage.cached_input_tokens,
+    });
     wire
+}
+
+/// A pending approval on the wire (the ListApprovals extension).
+pub(crate) fn approval_to_pb(approval: PendingApproval) -> pb::PendingApproval {
+    let owner = approval.owner.valid().then(|| approval.owner.into());
+    pb::PendingApproval {
+        session_uid: approval.session,
+        execution_id: approval.execution_id,
+        tool_call_id: approval.tool_call_id,
+        request_seq: approval.request_seq,
+        tool: approval.tool,
+        args: approval.args.map(struct_to_pb),
+        reason: approval.reason,
+        requested_at: Some(timestamp_to_pb(approval.requested_at)),
+        project: approval.project,
+        owner,
+    }
 }
 
 /// A journal record on the wire.
@@ -154,5 +210,6 @@ pub(crate) fn record_to_pb(record: &LogRecord) -> pb::LogRecord {
         content_hash: record.hash.clone(),
         fence: record.fence,
         event: Some(pb::Event::from(&record.event)),
+        commit_time: record.committed_at.map(timestamp_to_pb),
     }
 }

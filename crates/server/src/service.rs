@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use agentsessions_api::{Action, CallerIdentity, Session};
+use agentsessions_api::{Action, CallerIdentity, IdentityRef, Session};
 use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
-    HarnessState, Journal, JournalError, ListQuery, SessionInfo, SessionRow,
+    ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, SessionInfo, SessionRow,
 };
 use agentsessions_placement::{ExecCall, ForkCall, Placer, ResumeCall, Source};
 use agentsessions_wire::pb;
@@ -20,7 +20,7 @@ use tonic::Request;
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
-use crate::render::{Tail, record_to_pb, render, render_listed, render_with, tail};
+use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
 use crate::requests::{ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid};
 use crate::rpc::{Incoming, Rpc, finished, unary};
 use crate::streams::{ExecFeed, ExecStream, ReplayStream, replay, replay_channel};
@@ -391,10 +391,49 @@ impl Inner {
         Ok(pb::ForkResponse { children })
     }
 
+    /// The approval requests waiting for a decision that `call` may see, oldest first: an
+    /// indexed read of the journal's projection, owner-filtered like a listing.
+    async fn list_approvals(
+        &self,
+        call: &Call,
+        req: pb::ListApprovalsRequest,
+    ) -> Result<pb::ListApprovalsResponse> {
+        let owner = self.list_filter(call).await?;
+        let project = if req.project.is_empty() {
+            self.project.clone()
+        } else {
+            req.project
+        };
+        let page = self
+            .journal
+            .list_pending_approvals(ApprovalsQuery {
+                project,
+                page_size: i64::from(req.page_size),
+                page_token: req.page_token,
+                owner,
+            })
+            .await?;
+        Ok(pb::ListApprovalsResponse {
+            approvals: page.approvals.into_iter().map(approval_to_pb).collect(),
+            next_page_token: page.next_page_token,
+        })
+    }
+
     async fn approve(&self, call: &Call, req: pb::ApproveRequest) -> Result<pb::ApproveResponse> {
-        let ApproveOrder { session, decision } = ApproveOrder::try_from(req)?;
+        let ApproveOrder {
+            session,
+            mut decision,
+        } = ApproveOrder::try_from(req)?;
         self.authorized(call, &[Action::Approve, Action::Read], &session)
             .await?;
+        if self.authz.enforcing() {
+            // Who decided is the verified caller, never what the request claims.
+            decision.identity = IdentityRef {
+                principal: String::new(),
+                issuer: call.caller.issuer.clone(),
+                subject: call.caller.subject.clone(),
+            };
+        }
         // A session pending deletion is refused by the placer.
         let record = self.placer.approve(&session, &decision).await?;
         Ok(pb::ApproveResponse {
@@ -524,6 +563,16 @@ impl Sessions for SessionsService {
     async fn approve(&self, request: Request<pb::ApproveRequest>) -> Rpc<pb::ApproveResponse> {
         unary(method::APPROVE, request, |call, req| async move {
             self.inner.approve(&call, req).await
+        })
+        .await
+    }
+
+    async fn list_approvals(
+        &self,
+        request: Request<pb::ListApprovalsRequest>,
+    ) -> Rpc<pb::ListApprovalsResponse> {
+        unary(method::LIST_APPROVALS, request, |call, req| async move {
+            self.inner.list_approvals(&call, req).await
         })
         .await
     }

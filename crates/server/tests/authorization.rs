@@ -278,6 +278,7 @@ enum Rpc {
     Create,
     Get,
     List,
+    ListApprovals,
     Delete,
     Exec,
     ExecCreating,
@@ -293,10 +294,11 @@ enum Rpc {
     RetireHarness,
 }
 
-const RPCS: [Rpc; 16] = [
+const RPCS: [Rpc; 17] = [
     Rpc::Create,
     Rpc::Get,
     Rpc::List,
+    Rpc::ListApprovals,
     Rpc::Delete,
     Rpc::Exec,
     Rpc::ExecCreating,
@@ -340,6 +342,17 @@ async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &
                     .list_sessions(pb::ListSessionsRequest::default())
                     .await?;
                 disclosed.extend(page.get_ref().sessions.iter().map(uid_of));
+            }
+            Rpc::ListApprovals => {
+                let page = sessions
+                    .list_approvals(pb::ListApprovalsRequest::default())
+                    .await?;
+                disclosed.extend(
+                    page.get_ref()
+                        .approvals
+                        .iter()
+                        .map(|a| a.session_uid.clone()),
+                );
             }
             Rpc::Delete => {
                 sessions
@@ -487,7 +500,7 @@ fn expected(policy: Policy, who: Who, rpc: Rpc) -> Expect {
             }
         }
         // Everyone may list; what they see is filtered (checked separately).
-        Rpc::List => Allowed,
+        Rpc::List | Rpc::ListApprovals => Allowed,
         // Create and approve need an allowlist entry; approve also needs read (ownership).
         Rpc::Create | Rpc::ExecCreating => {
             if allowlist && who != Who::Other {
@@ -595,7 +608,7 @@ async fn run_matrix(policy: Policy) {
             checked += 1;
         }
     }
-    assert_eq!(checked, 64);
+    assert_eq!(checked, 68);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -852,6 +865,12 @@ async fn each_rpc_asks_for_its_actions() {
         [(Action::List, e.clone(), e.clone(), "ListSessions".into())],
         "an unfiltered listing the policy allows"
     );
+    call(Rpc::ListApprovals, &mut client, &mut registry, "").await;
+    assert_eq!(
+        summary(&recorder.take()),
+        [(Action::List, e.clone(), e.clone(), "ListApprovals".into())],
+        "pending approvals are listed like sessions"
+    );
 
     for (rpc, action, name) in [
         (
@@ -967,4 +986,61 @@ async fn a_failing_policy_is_sanitized_and_performs_nothing() {
         status.message()
     );
     assert_eq!(served.state().await, before);
+}
+
+// extension (issue 13): ListApprovals shows each caller the requests on the sessions it may
+// list; a decision records the verified caller as its actor, whatever the request claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_approvals_are_listed_by_owner_and_decided_by_the_verified_caller() {
+    let served = serve(Arc::new(allowlist_policy())).await;
+    let gated = served.owned_session("gated").await;
+    let listed = |who: Who| {
+        let (mut client, _) = served.clients(who);
+        async move {
+            client
+                .list_approvals(pb::ListApprovalsRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .approvals
+        }
+    };
+    let mine = listed(Who::Owner).await;
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].session_uid, gated);
+    assert!(
+        listed(Who::Other).await.is_empty(),
+        "bob sees none of alice's"
+    );
+    assert_eq!(
+        listed(Who::Allowlisted).await.len(),
+        1,
+        "ops lists every owner"
+    );
+
+    let (mut client, _) = served.clients(Who::Owner);
+    let pending = &mine[0];
+    let decided = client
+        .approve(pb::ApproveRequest {
+            session: gated.clone(),
+            execution_id: pending.execution_id.clone(),
+            tool_call_id: pending.tool_call_id.clone(),
+            request_seq: pending.request_seq,
+            approved: Some(false),
+            reason: "no".into(),
+            identity: Some(pb::IdentityRef {
+                principal: "someone-else".into(),
+                issuer: "https://forged.test".into(),
+                subject: "mallory".into(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let actor = decided.decision.unwrap().event.unwrap().actor.unwrap();
+    assert_eq!(
+        (actor.issuer.as_str(), actor.subject.as_str()),
+        (alice().issuer.as_str(), "alice")
+    );
+    assert!(listed(Who::Owner).await.is_empty(), "a decision closes it");
 }

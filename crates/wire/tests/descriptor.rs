@@ -120,7 +120,14 @@ fn files_are_the_four_contract_files_with_bare_names() {
             "google/protobuf/timestamp.proto"
         ]
     );
-    assert_eq!(file(&set, "session.proto").dependency, ["common.proto"]);
+    assert_eq!(
+        file(&set, "session.proto").dependency,
+        [
+            "common.proto",
+            "google/protobuf/struct.proto",
+            "google/protobuf/timestamp.proto"
+        ]
+    );
 }
 
 #[test]
@@ -133,12 +140,29 @@ fn message_counts() {
         count_messages(&file(&set, "harness_registry.proto").message_type),
         10
     );
+    // 20 published, plus this project's UsageTotals and the ListApprovals messages.
     assert_eq!(
         count_messages(&file(&set, "session.proto").message_type),
-        20
+        24
     );
     let caller = message(&set, "CallerIdentity");
     assert_eq!(fields(caller), [("issuer", 1), ("subject", 2)]);
+    assert_eq!(field(message(&set, "LogRecord"), "commit_time").number(), 6);
+    assert_eq!(
+        fields(message(&set, "PendingApproval")),
+        [
+            ("session_uid", 1),
+            ("execution_id", 2),
+            ("tool_call_id", 3),
+            ("request_seq", 4),
+            ("tool", 5),
+            ("args", 6),
+            ("reason", 7),
+            ("requested_at", 8),
+            ("project", 9),
+            ("owner", 10),
+        ]
+    );
 }
 
 #[test]
@@ -274,6 +298,7 @@ fn session_fields() {
             ("annotations", 12),
             ("owner", 16),
             ("deletion_state", 17),
+            ("usage", 18),
         ]
     );
     assert_eq!(
@@ -386,6 +411,7 @@ fn services() {
             "Suspend",
             "Resume",
             "Fork",
+            "ListApprovals",
         ]
     );
     assert_eq!(methods(service(&set, "Harness")), ["Describe", "Connect"]);

@@ -748,6 +748,12 @@ fn full_session() -> pb::Session {
             subject: "sub".into(),
         }),
         deletion_state: pb::DeletionState::DeletionPending as i32,
+        usage: Some(pb::UsageTotals {
+            input_tokens: 10,
+            output_tokens: 20,
+            reasoning_tokens: 3,
+            cached_input_tokens: 4,
+        }),
         metadata: Some(pb::ResourceMetadata {
             create_time: Some(Timestamp {
                 seconds: 1,

@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::journal::{HarnessRow, SessionInfo};
 pub(crate) use crate::stored::HARNESS_COLUMNS;
 use crate::stored::{StoredHarness, StoredSession};
+use crate::usage::UsageTotals;
 
 /// The column list [`session_info_from_row`] reads, in order.
 pub(crate) const SESSION_COLUMNS: &str = "s.session, s.project, s.name, s.harness, s.model, \
@@ -14,7 +15,9 @@ pub(crate) const SESSION_COLUMNS: &str = "s.session, s.project, s.name, s.harnes
      s.updated_at, s.compute_state, s.fence, \
      COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = s.session), \
               (SELECT p.fork_seq FROM session_prefix p WHERE p.session = s.session), 0), \
-     s.owner_issuer, s.owner_subject, s.deletion_state, s.reclaimed_at";
+     s.owner_issuer, s.owner_subject, s.deletion_state, s.reclaimed_at, \
+     s.usage_input_tokens, s.usage_output_tokens, s.usage_reasoning_tokens, \
+     s.usage_cached_input_tokens";
 
 pub(crate) fn session_info_from_row(row: &Row<'_>) -> Result<SessionInfo> {
     let stored = StoredSession {
@@ -37,6 +40,12 @@ pub(crate) fn session_info_from_row(row: &Row<'_>) -> Result<SessionInfo> {
         owner_subject: row.get(17)?,
         deletion_state: row.get(18)?,
         reclaimed_at: row.get(19)?,
+        usage: UsageTotals {
+            input_tokens: row.get(20)?,
+            output_tokens: row.get(21)?,
+            reasoning_tokens: row.get(22)?,
+            cached_input_tokens: row.get(23)?,
+        },
     };
     stored.into_info(row.get(15)?)
 }

@@ -1,12 +1,13 @@
 //! The [`Journal`] trait over the SQLite file: writes go to the writer thread as commands,
 //! reads run on the pooled read connections.
 
-use agentsessions_api::Event;
+use agentsessions_api::{CallerIdentity, Event, Timestamp};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension as _, params};
 
 use super::writer::{self, Command};
 use super::{SqliteJournal, codec, prefix};
+use crate::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery, PendingApproval, decode_args};
 use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
 use crate::journal::{
@@ -65,7 +66,7 @@ impl Journal for SqliteJournal {
         let session = session.to_owned();
         self.with_reader(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT seq, prev_hash, hash, fence, event FROM events
+                "SELECT seq, prev_hash, hash, fence, event, committed_at FROM events
                  WHERE session = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
             )?;
             let mut out = Vec::new();
@@ -77,12 +78,15 @@ impl Journal for SqliteJournal {
                 while let Some(row) = rows.next()? {
                     let seq: i64 = row.get(0)?;
                     let blob: Vec<u8> = row.get(4)?;
+                    let committed_at: i64 = row.get(5)?;
                     out.push(LogRecord {
                         seq,
                         prev_hash: row.get(1)?,
                         hash: row.get(2)?,
                         fence: row.get(3)?,
                         event: decode_event(&run.session, seq, &blob)?,
+                        committed_at: (committed_at != 0)
+                            .then(|| Timestamp::from_unix_nanos(committed_at)),
                     });
                 }
             }
@@ -163,6 +167,58 @@ impl Journal for SqliteJournal {
                 sessions.push(codec::session_info_from_row(row)?);
             }
             Ok(plan.page(sessions))
+        })
+        .await
+    }
+
+    async fn list_pending_approvals(&self, query: ApprovalsQuery) -> Result<ApprovalPage> {
+        let plan = ApprovalsPlan::new(&query, &self.default_project)?;
+        self.with_reader(move |conn| {
+            let cursor = plan.cursor.clone().unwrap_or_default();
+            let has_cursor = i64::from(plan.cursor.is_some());
+            let owner_clause = if query.owner.is_some() {
+                "s.owner_issuer = ?7 AND s.owner_subject = ?8 AND"
+            } else {
+                "?7 = ?8 AND"
+            };
+            // Walks `pending_approvals_requested` in listing order; the join only reads each
+            // entry's session row by its key.
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT a.session, s.project, s.owner_issuer, s.owner_subject, a.execution_id,
+                        a.tool_call_id, a.request_seq, a.tool, a.args, a.reason, a.requested_at
+                 FROM pending_approvals a JOIN sessions s ON s.session = a.session
+                 WHERE {owner_clause} s.project = ?1
+                   AND (?2 = 0 OR (a.requested_at, a.session, a.tool_call_id) > (?3, ?4, ?5))
+                 ORDER BY a.requested_at, a.session, a.tool_call_id
+                 LIMIT ?6"
+            ))?;
+            let owner = query.owner.unwrap_or_default();
+            let mut rows = stmt.query(params![
+                plan.project,
+                has_cursor,
+                cursor.requested_at_ns,
+                cursor.session,
+                cursor.tool_call_id,
+                i64::try_from(plan.size + 1).unwrap_or(i64::MAX),
+                owner.issuer,
+                owner.subject
+            ])?;
+            let mut approvals = Vec::new();
+            while let Some(row) = rows.next()? {
+                approvals.push(PendingApproval {
+                    session: row.get(0)?,
+                    project: row.get(1)?,
+                    owner: CallerIdentity::new(row.get::<_, String>(2)?, row.get::<_, String>(3)?),
+                    execution_id: row.get(4)?,
+                    tool_call_id: row.get(5)?,
+                    request_seq: row.get(6)?,
+                    tool: row.get(7)?,
+                    args: decode_args(&row.get::<_, String>(8)?),
+                    reason: row.get(9)?,
+                    requested_at: Timestamp::from_unix_nanos(row.get(10)?),
+                });
+            }
+            Ok(plan.page(approvals))
         })
         .await
     }

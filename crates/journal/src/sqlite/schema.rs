@@ -15,6 +15,10 @@
 //! the link and kept equal to it. The index on `parent_uid` finds the children that still read
 //! a session's rows.
 //!
+//! A third addition, outside the ladder like the others: what an operator sees without reading
+//! logs. `events.committed_at` (when each record was committed, never hashed), the `sessions`
+//! usage totals and the `pending_approvals` table, all kept in the append's transaction.
+//!
 //! A second addition, also outside the ladder: the `sessions` columns `owner_issuer`,
 //! `owner_subject`, `deletion_state` and `reclaimed_at` (ownership and deletion, extensions
 //! §1–§3) with their indexes. Their defaults mean unbound, active and not reclaimed, which is what
@@ -103,6 +107,38 @@ const SECURITY_COLUMNS: [(&str, &str); 4] = [
     ("reclaimed_at", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
+/// Usage totals ([`crate::usage`]): `sessions` columns after the security ones, zero for a row
+/// the reference implementation (or an earlier build) wrote; such a session's earlier USAGE
+/// records are not counted.
+const USAGE_COLUMNS: [(&str, &str); 4] = [
+    ("usage_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage_output_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage_reasoning_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage_cached_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+];
+
+/// The commit time of each record ([`LogRecord::committed_at`](crate::LogRecord)): an `events`
+/// column after the reference ones, 0 (no time) for a record an earlier build wrote.
+const EVENT_COLUMNS: [(&str, &str); 1] = [("committed_at", "INTEGER NOT NULL DEFAULT 0")];
+
+/// The pending-approvals projection ([`crate::approvals`]), kept in each append's transaction;
+/// listed oldest first through its index, joined with `sessions` for project and owner.
+const APPROVALS_DDL: &str = "
+CREATE TABLE IF NOT EXISTS pending_approvals (
+    session      TEXT NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    request_seq  INTEGER NOT NULL,
+    tool         TEXT NOT NULL DEFAULT '',
+    args         TEXT NOT NULL DEFAULT '',
+    reason       TEXT NOT NULL DEFAULT '',
+    requested_at INTEGER NOT NULL,
+    PRIMARY KEY (session, tool_call_id)
+);
+CREATE INDEX IF NOT EXISTS pending_approvals_requested
+    ON pending_approvals(requested_at, session, tool_call_id);
+";
+
 /// Owner-filtered listing is an index range scan in the listing's order; the reclaimer finds
 /// deleted, unreclaimed sessions through a partial index that stays empty while nothing is
 /// deleted.
@@ -114,21 +150,37 @@ CREATE INDEX IF NOT EXISTS sessions_deletion_pending
     WHERE deletion_state NOT IN ('', 'ACTIVE') AND reclaimed_at = 0;
 ";
 
-fn add_security_columns(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+fn add_missing_columns(
+    tx: &rusqlite::Transaction<'_>,
+    table: &str,
+    columns: &[(&str, &str)],
+) -> Result<()> {
     let mut present = Vec::new();
     {
-        let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('sessions')")?;
+        let mut stmt = tx.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             present.push(row.get::<_, String>(0)?);
         }
     }
-    for (name, decl) in SECURITY_COLUMNS {
+    for (name, decl) in columns {
         if !present.iter().any(|p| p == name) {
-            tx.execute_batch(&format!("ALTER TABLE sessions ADD COLUMN {name} {decl}"))?;
+            tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {decl}"))?;
         }
     }
+    Ok(())
+}
+
+fn add_security_columns(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+    add_missing_columns(tx, "sessions", &SECURITY_COLUMNS)?;
     tx.execute_batch(SECURITY_DDL)?;
+    Ok(())
+}
+
+fn add_operator_views(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+    add_missing_columns(tx, "sessions", &USAGE_COLUMNS)?;
+    add_missing_columns(tx, "events", &EVENT_COLUMNS)?;
+    tx.execute_batch(APPROVALS_DDL)?;
     Ok(())
 }
 
@@ -206,6 +258,7 @@ pub(crate) fn prepare_writer(conn: &mut Connection, now_ns: i64) -> Result<()> {
     }
     tx.execute_batch(PREFIX_DDL)?;
     add_security_columns(&tx)?;
+    add_operator_views(&tx)?;
     tx.commit()?;
     Ok(())
 }

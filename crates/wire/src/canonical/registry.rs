@@ -43,6 +43,19 @@ impl Canonical for pb::Session {
         message(w, "owner", self.owner.as_ref())?;
         string(w, "parent_uid", &self.parent_uid);
         message(w, "pending_approval", self.pending_approval.as_ref())?;
+        message(w, "usage", self.usage.as_ref())?;
+        w.end_object();
+        Ok(())
+    }
+}
+
+impl Canonical for pb::UsageTotals {
+    fn write_canonical(&self, w: &mut JcsWriter) -> Result<()> {
+        w.begin_object();
+        int64(w, "cached_input_tokens", self.cached_input_tokens);
+        int64(w, "input_tokens", self.input_tokens);
+        int64(w, "output_tokens", self.output_tokens);
+        int64(w, "reasoning_tokens", self.reasoning_tokens);
         w.end_object();
         Ok(())
     }

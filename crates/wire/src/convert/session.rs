@@ -18,7 +18,7 @@ use crate::pb;
 const UNKNOWN_DELETION_PREFIX: &str = "DELETION_STATE_";
 
 /// `metadata` holds `project`, `name` and `uid` (its `version` and times are left for the server to
-/// fill), `pending_approval` is left unset, `identity` and `owner` are omitted when empty.
+/// fill), `pending_approval` and `usage` are left unset, `identity` and `owner` are omitted when empty.
 impl From<Session> for pb::Session {
     fn from(s: Session) -> Self {
         let owner =
@@ -47,6 +47,8 @@ impl From<Session> for pb::Session {
             annotations: s.annotations,
             owner,
             deletion_state: deletion_state_to_pb(&s.deletion),
+            // The journal's totals, not part of the domain session: the server fills them in.
+            usage: None,
         }
     }
 }
@@ -107,6 +109,7 @@ impl From<ExecState> for pb::ExecState {
             ExecState::Completed => Self::ExecCompleted,
             ExecState::Failed => Self::ExecFailed,
             ExecState::Canceled => Self::ExecCanceled,
+            ExecState::Interrupted => Self::ExecInterrupted,
         }
     }
 }
@@ -121,6 +124,7 @@ impl From<pb::ExecState> for ExecState {
             pb::ExecState::ExecCompleted => Self::Completed,
             pb::ExecState::ExecFailed => Self::Failed,
             pb::ExecState::ExecCanceled => Self::Canceled,
+            pb::ExecState::ExecInterrupted => Self::Interrupted,
         }
     }
 }
@@ -372,6 +376,7 @@ mod tests {
             ExecState::Completed,
             ExecState::Failed,
             ExecState::Canceled,
+            ExecState::Interrupted,
         ];
         let computes = [
             ComputeState::Unspecified,
@@ -473,8 +478,9 @@ mod tests {
 
     #[test]
     fn unknown_exec_and_compute_states_name_the_field() {
+        // 7 is EXEC_INTERRUPTED, this project's addition; 99 is nobody's.
         let err = Session::try_from(pb::Session {
-            exec_state: 7,
+            exec_state: 99,
             ..pb::Session::default()
         })
         .unwrap_err();
@@ -483,7 +489,7 @@ mod tests {
             WireError::UnknownEnumValue {
                 field: "exec_state".into(),
                 enum_name: "agentsessions.v1.ExecState",
-                value: 7,
+                value: 99,
             }
         );
         let err = Session::try_from(pb::Session {

@@ -1,6 +1,7 @@
-//! Deciding a pending tool call: approve or deny it, then resume the session.
+//! Pending tool calls: list those waiting for a decision, approve or deny one, then resume its
+//! session.
 
-use agentsessions_cli::output::{RecordJson, compute_name, record_json, session_json};
+use agentsessions_cli::output::{RecordJson, compute_name, record_json, session_json, time_text};
 use agentsessions_client::{Client, Decision};
 use agentsessions_wire::pb;
 use serde::Serialize;
@@ -87,4 +88,83 @@ pub(crate) async fn decide(
             session.last_seq
         )
     })
+}
+
+/// `approvals --json`: one pending request per line.
+#[derive(Serialize)]
+struct Pending<'a> {
+    session_uid: &'a str,
+    execution_id: &'a str,
+    tool_call_id: &'a str,
+    request_seq: i64,
+    tool: &'a str,
+    args: Box<RawValue>,
+    reason: &'a str,
+    requested_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+}
+
+/// Lists every approval request waiting for a decision that the caller may see, oldest first:
+/// the session, the tool and its arguments, and since when it waits.
+pub(crate) async fn list(
+    client: &mut Client,
+    out: &mut Out,
+    page_size: i32,
+) -> Result<(), CliError> {
+    for approval in client.list_approvals(page_size).await? {
+        let args = args_json(&approval);
+        let since = time_text(approval.requested_at.as_ref());
+        let owner = approval
+            .owner
+            .as_ref()
+            .map(|o| o.subject.as_str())
+            .filter(|s| !s.is_empty());
+        let pending = Pending {
+            session_uid: &approval.session_uid,
+            execution_id: &approval.execution_id,
+            tool_call_id: &approval.tool_call_id,
+            request_seq: approval.request_seq,
+            tool: &approval.tool,
+            args,
+            reason: &approval.reason,
+            requested_at: since.clone(),
+            owner,
+        };
+        out.either(&pending, || {
+            let mut line = format!(
+                "{} session={} tool={} args={} tool_call={} request_seq={}",
+                since.as_deref().unwrap_or("-"),
+                approval.session_uid,
+                if approval.tool.is_empty() {
+                    "?"
+                } else {
+                    &approval.tool
+                },
+                pending.args.get(),
+                approval.tool_call_id,
+                approval.request_seq
+            );
+            if !approval.reason.is_empty() {
+                line.push_str(&format!(" reason={:?}", approval.reason));
+            }
+            if let Some(owner) = owner {
+                line.push_str(&format!(" owner={owner}"));
+            }
+            line
+        })?;
+    }
+    Ok(())
+}
+
+/// The call's arguments as canonical JSON (`{}` when it has none).
+fn args_json(approval: &pb::PendingApproval) -> Box<RawValue> {
+    approval
+        .args
+        .as_ref()
+        .and_then(|args| agentsessions_wire::canonical::canonical_message(args).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| RawValue::from_string(text).ok())
+        .or_else(|| RawValue::from_string("{}".to_owned()).ok())
+        .unwrap_or_default()
 }

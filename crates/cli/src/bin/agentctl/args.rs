@@ -165,6 +165,15 @@ pub(crate) enum Command {
         #[arg(long)]
         session: String,
     },
+    /// List every tool call waiting for an approval decision that you may see.
+    #[command(after_long_help = "Examples:\n  \
+        agentctl approvals\n  \
+        agentctl --json approvals | jq -r .session_uid")]
+    Approvals {
+        /// Page size for each request (0: the server's default; all pages are walked).
+        #[arg(long, default_value_t = 0)]
+        page_size: i32,
+    },
     /// Approve the pending tool call, then resume the session.
     #[command(after_long_help = "Examples:\n  \
         agentctl approve --session sess-1 --reason \"looks safe\"\n  \
@@ -344,6 +353,7 @@ impl Cli {
         matches!(
             self.command,
             Command::List { .. }
+                | Command::Approvals { .. }
                 | Command::Get { .. }
                 | Command::Replay { .. }
                 | Command::Verify { .. }

@@ -115,6 +115,7 @@ async fn command(
             execution,
             reason,
         } => lifecycle::cancel(client, out, &session, &execution, &reason).await,
+        Command::Approvals { page_size } => approvals::list(client, out, page_size).await,
         Command::Approve(args) => approvals::decide(client, out, args, true).await,
         Command::Deny(args) => approvals::decide(client, out, args, false).await,
         Command::Export { .. }

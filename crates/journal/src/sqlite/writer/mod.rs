@@ -56,6 +56,7 @@ use crate::projection::marks_deletion;
 use crate::record::LogRecord;
 use crate::rules;
 use crate::sqlite::prefix;
+use crate::usage::UsageTotals;
 use crate::writer_queue::Append;
 
 /// Most commands committed in one transaction.
@@ -110,6 +111,8 @@ struct Touch {
     state: ComputeState,
     /// A `LIFECYCLE_DELETE` was committed: the row turns `PENDING` in the same transaction.
     deletes: bool,
+    /// USAGE records committed in the batch, summed: the row's totals grow by this.
+    usage: UsageTotals,
 }
 
 /// What an append needs to know about its session, as committed.
@@ -327,12 +330,22 @@ impl Writer {
             return Ok(Vec::new());
         }
         let writes = events.len() + usize::from(fence.is_none());
+        let mut usage = UsageTotals::default();
         let appended = atomically(conn, writes, || {
             let fence = match fence {
                 Some(fence) => fence,
                 None => new_fence(conn, session, now, project)?,
             };
-            insert_records(conn, session, expected_last_seq, head, fence, events)
+            insert_records(
+                conn,
+                session,
+                expected_last_seq,
+                head,
+                fence,
+                events,
+                now,
+                &mut usage,
+            )
         });
         match appended {
             Ok(records) => {
@@ -346,12 +359,14 @@ impl Writer {
                     Some(touch) => {
                         touch.state = head.state;
                         touch.deletes |= deletes;
+                        touch.usage = touch.usage.plus(usage);
                     }
                     None => drop(self.touched.insert(
                         session.to_owned(),
                         Touch {
                             state: head.state,
                             deletes,
+                            usage,
                         },
                     )),
                 }

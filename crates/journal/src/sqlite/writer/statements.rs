@@ -2,11 +2,12 @@
 //! the batch's transaction. The decisions (CAS, fence, registry outcomes) are the shared
 //! [`rules`]; the head cache is the writer's.
 
-use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Event, Timestamp};
 use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::{SessionHead, Touch};
-use crate::chain::PreparedEvent;
+use crate::approvals::{CALL_LOOKBACK, PendingChange, encode_args, gated_call, pending_change};
+use crate::chain::{PreparedEvent, decode_event};
 use crate::error::{JournalError, Result};
 use crate::journal::{HarnessRow, RegisterOutcome, SessionRow};
 use crate::projection::project_compute_state;
@@ -14,6 +15,7 @@ use crate::record::LogRecord;
 use crate::rules;
 use crate::sqlite::{codec, prefix};
 use crate::stored::{EncodedRow, StoredHarness};
+use crate::usage::UsageTotals;
 
 pub(super) fn load_head(conn: &Connection, session: &str) -> Result<SessionHead> {
     let own: Option<(i64, String)> = conn
@@ -62,6 +64,10 @@ pub(super) fn atomically<T>(
 
 /// Inserts `events` after `head` and returns their records; `head` moves past them only when
 /// all are inserted.
+///
+/// The pending-approvals projection moves with each record; usage is summed into the returned
+/// totals, which the session's row takes when the batch touches it.
+#[expect(clippy::too_many_arguments, reason = "one append's inputs")]
 pub(super) fn insert_records(
     conn: &Connection,
     session: &str,
@@ -69,9 +75,12 @@ pub(super) fn insert_records(
     head: &mut SessionHead,
     fence: i64,
     events: Vec<PreparedEvent>,
+    now: i64,
+    usage: &mut UsageTotals,
 ) -> Result<Vec<LogRecord>> {
     let mut insert = conn.prepare_cached(
-        "INSERT INTO events(session, seq, prev_hash, hash, fence, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events(session, seq, prev_hash, hash, fence, event, committed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     let mut seq = head.seq;
     let mut prev_hash = head.hash.clone();
@@ -80,7 +89,9 @@ pub(super) fn insert_records(
     for event in events {
         seq += 1;
         let hash = event.hash_at(&prev_hash, seq);
-        match insert.execute(params![session, seq, prev_hash, hash, fence, event.blob]) {
+        match insert.execute(params![
+            session, seq, prev_hash, hash, fence, event.blob, now
+        ]) {
             Ok(_) => {}
             Err(rusqlite::Error::SqliteFailure(f, _))
                 if f.code == rusqlite::ErrorCode::ConstraintViolation =>
@@ -95,17 +106,108 @@ pub(super) fn insert_records(
             Err(e) => return Err(e.into()),
         }
         state = project_compute_state(state, &event.event);
+        if let Some(added) = UsageTotals::added_by(&event.event) {
+            *usage = usage.plus(added);
+        }
+        if let Some(change) = pending_change(&event.event) {
+            move_pending(conn, session, seq, &out, change, now)?;
+        }
         out.push(LogRecord {
             seq,
             prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
             hash,
             fence,
             event: event.event,
+            committed_at: Some(Timestamp::from_unix_nanos(now)),
         });
     }
     head.seq = seq;
     head.hash = prev_hash;
     head.state = state;
+    Ok(out)
+}
+
+/// Moves the session's pending approvals past the record at `seq`; `batch` holds the records
+/// committed before it in this append, and older ones are read back from the table.
+fn move_pending(
+    conn: &Connection,
+    session: &str,
+    seq: i64,
+    batch: &[LogRecord],
+    change: PendingChange,
+    now: i64,
+) -> Result<()> {
+    match change {
+        PendingChange::Request {
+            execution_id,
+            tool_call_id,
+            reason,
+        } => {
+            let mut recent: Vec<Event> = batch
+                .iter()
+                .rev()
+                .take(CALL_LOOKBACK)
+                .map(|r| r.event.clone())
+                .collect();
+            if recent.len() < CALL_LOOKBACK {
+                recent.extend(recent_events(
+                    conn,
+                    session,
+                    seq - 1 - i64::try_from(batch.len()).unwrap_or(0),
+                    CALL_LOOKBACK - recent.len(),
+                )?);
+            }
+            let (tool, args) =
+                gated_call(&recent, &execution_id, &tool_call_id).unwrap_or_default();
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO pending_approvals(session, tool_call_id, execution_id,
+                     request_seq, tool, args, reason, requested_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                session,
+                tool_call_id,
+                execution_id,
+                seq,
+                tool,
+                encode_args(args.as_ref()),
+                reason,
+                now
+            ])?;
+        }
+        PendingChange::Decided { tool_call_id } => {
+            conn.prepare_cached(
+                "DELETE FROM pending_approvals WHERE session = ?1 AND tool_call_id = ?2",
+            )?
+            .execute(params![session, tool_call_id])?;
+        }
+        PendingChange::Ended { execution_id } => {
+            conn.prepare_cached(
+                "DELETE FROM pending_approvals WHERE session = ?1 AND execution_id = ?2",
+            )?
+            .execute(params![session, execution_id])?;
+        }
+        PendingChange::Deleted => {
+            conn.prepare_cached("DELETE FROM pending_approvals WHERE session = ?1")?
+                .execute([session])?;
+        }
+    }
+    Ok(())
+}
+
+/// Up to `limit` of the session's own records at or below `at`, newest first.
+fn recent_events(conn: &Connection, session: &str, at: i64, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, event FROM events WHERE session = ?1 AND seq <= ?2
+         ORDER BY seq DESC LIMIT ?3",
+    )?;
+    let mut rows = stmt.query(params![session, at, i64::try_from(limit).unwrap_or(0)])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let blob: Vec<u8> = row.get(1)?;
+        out.push(decode_event(session, seq, &blob)?);
+    }
     Ok(out)
 }
 
@@ -304,6 +406,23 @@ pub(super) fn touch_session_rows(
         let state = touch.state.as_str();
         if update.execute(params![session, now, state])? == 0 {
             upsert.execute(params![session, default_project, now, state])?;
+        }
+        if !touch.usage.is_empty() {
+            conn.prepare_cached(
+                "UPDATE sessions SET
+                     usage_input_tokens = usage_input_tokens + ?2,
+                     usage_output_tokens = usage_output_tokens + ?3,
+                     usage_reasoning_tokens = usage_reasoning_tokens + ?4,
+                     usage_cached_input_tokens = usage_cached_input_tokens + ?5
+                 WHERE session = ?1",
+            )?
+            .execute(params![
+                session,
+                touch.usage.input_tokens,
+                touch.usage.output_tokens,
+                touch.usage.reasoning_tokens,
+                touch.usage.cached_input_tokens
+            ])?;
         }
         if touch.deletes {
             // A state this build does not know stays as it is: it already reads as deleted.
