@@ -26,8 +26,7 @@ impl UsageTotals {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             reasoning_tokens: usage.reasoning_tokens,
-            // `Usage` carries no cached count yet; take it here once it does.
-            cached_input_tokens: 0,
+            cached_input_tokens: usage.cached_input_tokens,
         }
     }
 
@@ -71,10 +70,12 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 5,
                 reasoning_tokens: 2,
+                cached_input_tokens: 4,
             }),
         );
         let once = UsageTotals::added_by(&usage).unwrap();
         assert_eq!(once.plus(once).input_tokens, 20);
+        assert_eq!(once.plus(once).cached_input_tokens, 8);
         assert_eq!(
             UsageTotals::added_by(&Event::default()),
             None,

@@ -98,6 +98,7 @@ fn usage() -> Event {
             input_tokens: 3,
             output_tokens: 4,
             reasoning_tokens: 0,
+            cached_input_tokens: 0,
         }),
     )
     .with_execution("exec-1")

@@ -74,6 +74,8 @@ fn usage(input_tokens: i64, output_tokens: i64, reasoning_tokens: i64) -> Event 
             input_tokens,
             output_tokens,
             reasoning_tokens,
+            // A tenth of the input came from a cache, so the cached total is checked too.
+            cached_input_tokens: input_tokens / 10,
         }),
     )
     .with_execution("exec-1")
@@ -263,7 +265,7 @@ pub async fn usage_totals_sum_in_the_append_commit(j: Arc<dyn Journal>) {
         input_tokens: 111,
         output_tokens: 6,
         reasoning_tokens: 2,
-        cached_input_tokens: 0,
+        cached_input_tokens: 11,
     };
     assert_eq!(j.session_info("s").await.unwrap().usage, want);
     let listed = j
