@@ -319,9 +319,15 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     assert!(pending.contains("fixture__count"), "{pending}");
 
     let approved = daemon.ok(&["approve", "--session", &uid, "--reason", "fine"]);
+    assert!(
+        approved.contains("approved") && approved.contains("resumed"),
+        "{approved}"
+    );
+    let approved = daemon.ok(&["replay", "--session", &uid]);
+    assert!(approved.contains("APPROVAL_RESULT"), "{approved}");
     assert!(approved.contains("TOOL_RESULT"), "{approved}");
     assert!(approved.contains("the tool said: 1"), "{approved}");
-    assert!(approved.contains("COMPLETED"), "{approved}");
+    assert!(approved.contains("END  COMPLETED"), "{approved}");
     assert_eq!(count(d), 1, "the approved tool ran once");
     assert!(!daemon.ok(&["approvals"]).contains(&uid));
 
@@ -351,8 +357,10 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     // A denial: the tool never runs, the model is told, the turn completes.
     let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let denied_uid = session_of(&out);
-    let denied = daemon.ok(&["deny", "--session", &denied_uid, "--reason", "not now"]);
-    assert!(denied.contains("COMPLETED"), "{denied}");
+    daemon.ok(&["deny", "--session", &denied_uid, "--reason", "not now"]);
+    let denied = daemon.ok(&["replay", "--session", &denied_uid]);
+    assert!(denied.contains("APPROVAL_RESULT"), "{denied}");
+    assert!(denied.contains("END  COMPLETED"), "{denied}");
     assert_eq!(count(d), 1, "a denied tool never runs");
 }
 
@@ -417,23 +425,27 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
     let config = write_config(d, &model, "\"never\"", "timeout_secs = 2\n");
     let daemon = Daemon::start(d, &config);
 
+    // Each broken call ends in a result the model reads and the turn completes; then the
+    // (restarted) server serves again.
     for tool in ["fixture__crash", "fixture__garbage"] {
         let out = daemon.ok(&["exec", "--harness", "chat", "call", tool, "{}"]);
         assert!(out.contains("TOOL_RESULT"), "{tool}: {out}");
-        assert!(out.contains("COMPLETED"), "{tool}: {out}");
-    }
-    // Still serving: the next turn runs and the restarted server counts again.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
-        if out.contains("the tool said: 1") {
-            break;
+        assert!(out.contains("the tool said:"), "{tool}: {out}");
+        assert!(out.contains("END  COMPLETED"), "{tool}: {out}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+            if out.contains("TOOL_RESULT") {
+                break;
+            }
+            // While the server restarts its tools are not offered, and the model is told so.
+            assert!(out.contains("not offered"), "{out}");
+            assert!(
+                Instant::now() < deadline,
+                "the server never came back: {out}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
         }
-        assert!(
-            Instant::now() < deadline,
-            "the crashed server never came back: {out}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
