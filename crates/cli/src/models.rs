@@ -11,13 +11,16 @@ use std::time::Duration;
 
 use agentsessions_api::{DeltaSink, ModelPolicy, ModelProvider, ModelRequest, ModelResponse};
 use agentsessions_model::{
-    AnthropicConfig, AnthropicProvider, EchoModel, OpenAiConfig, OpenAiProvider, RetryPolicy,
+    AnthropicConfig, AnthropicProvider, DirectiveModel, EchoModel, OpenAiConfig, OpenAiProvider,
+    RetryPolicy,
 };
 
 use crate::host::{HostConfig, HostError};
 
-/// The provider names `model_provider` accepts; empty means the first.
-pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
+/// The provider names `model_provider` accepts; empty means the first. `directive` is the offline
+/// model that calls the tool a person names (`/tool NAME {json}`), for trying tools and approvals
+/// without a model provider.
+pub const PROVIDERS: [&str; 3] = ["openai", "anthropic", "directive"];
 
 /// The provider the model settings describe, and a one-line description of it for the startup
 /// log (never the key).
@@ -72,6 +75,27 @@ pub(crate) fn configured_model(
     } else {
         config.model_provider.as_str()
     };
+    if provider_name == "directive" {
+        for (name, value) in [
+            ("model_base_url", &config.model_base_url),
+            ("model_path", &config.model_path),
+            ("model_auth_header", &config.model_auth_header),
+            ("model_api_key_env", &config.model_api_key_env),
+        ] {
+            if !value.is_empty() {
+                return Err(refused(format!(
+                    "{name} does not apply to the offline directive model"
+                )));
+            }
+        }
+        return Ok(Some(ConfiguredModel {
+            provider: Arc::new(DirectiveModel::new()),
+            description: format!(
+                "{} via the offline directive model (no provider is called)",
+                config.model
+            ),
+        }));
+    }
     let (provider, endpoint, has_key): (Arc<dyn ModelProvider>, String, bool) = match provider_name
     {
         "openai" => {
@@ -260,6 +284,20 @@ mod tests {
             configured_model(&HostConfig::default(), &env(&[])),
             Ok(None)
         ));
+    }
+
+    // The offline directive model needs no endpoint or key, and refuses settings that would
+    // suggest one is called.
+    #[test]
+    fn the_directive_model_is_offline() {
+        let offline = description(&with_model("directive"), &[]);
+        assert!(offline.contains("offline directive model"), "{offline}");
+        let config = HostConfig {
+            model_base_url: "http://127.0.0.1:1".into(),
+            ..with_model("directive")
+        };
+        let err = configured_model(&config, &env(&[])).unwrap_err();
+        assert!(err.to_string().contains("model_base_url"), "{err}");
     }
 
     // issue 13: the key variable is configurable; when set, only that variable is read.

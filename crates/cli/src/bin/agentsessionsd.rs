@@ -50,8 +50,9 @@ struct Args {
     /// Model for the chat harness; empty = offline echo model.
     #[arg(long)]
     model: Option<String>,
-    /// Wire format of the model endpoint [default: openai].
-    #[arg(long, value_parser = ["openai", "anthropic"])]
+    /// Wire format of the model endpoint [default: openai]; `directive` is an offline model that
+    /// calls the tool a message names (`/tool NAME {json}`), to try tools without a provider.
+    #[arg(long, value_parser = agentsessions_cli::models::PROVIDERS)]
     model_provider: Option<String>,
     /// Base URL of the model endpoint.
     #[arg(long)]
