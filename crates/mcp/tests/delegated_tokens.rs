@@ -224,7 +224,6 @@ fn call(id: &str) -> ToolCall {
         args: json!({"call": id}).as_object().cloned(),
         idempotency_key: format!("key-{id}"),
         mediation: Mediation::ControllerMediated,
-        ..ToolCall::default()
     }
 }
 
