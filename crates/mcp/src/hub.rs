@@ -3,7 +3,8 @@
 //! The model sees each tool as `<server>__<tool>` (server names hold no `_`, so the split is
 //! unambiguous and two servers' tools never clash). Calls are mediated: the ledger claims each
 //! one durably before it is sent, so a re-driven call is answered from the ledger or reported as
-//! of unknown outcome, never sent twice.
+//! of unknown outcome, never sent twice. A server configured with `delegated_token` gets, on each
+//! call, a token the host mints for that call just before sending it (`crate::delegation`).
 
 use std::sync::Arc;
 
@@ -184,10 +185,12 @@ async fn send(
         };
     };
     // The token rides in this request's extensions to the transport's client, which moves it
-    // to the header (`crate::delegation`); rmcp's own timeout also tells the server to cancel.
+    // to the header (`crate::delegation`). rmcp's timeout decides (it also tells the server to
+    // cancel); the outer one only bounds a send that never reaches the transport.
     let mut request = CallToolRequest::new(params);
     request.extensions.insert(token);
-    let answered = tokio::time::timeout(limit, async {
+    let backstop = limit.saturating_add(std::time::Duration::from_secs(1));
+    let answered = tokio::time::timeout(backstop, async {
         peer.send_request_with_option(
             ClientRequest::CallToolRequest(request),
             PeerRequestOptions::with_timeout(limit),
