@@ -16,6 +16,7 @@ use agentsessions_server::harnesses::check_harness_address;
 use agentsessions_server::{ServerBuilder, SessionsService};
 use serde::Deserialize;
 
+use crate::identity::DelegatedIdentity;
 use crate::models::{ModelRouter, configured_model, model_policy};
 
 /// Why a host could not be assembled. Each names the setting to fix.
@@ -147,18 +148,46 @@ pub fn mcp_ledger_path(config: &HostConfig) -> String {
 }
 
 /// Starts the configured MCP servers and waits for their first discovery (a server that fails
-/// keeps retrying in the background); `None` when none is configured.
+/// keeps retrying in the background); `None` when none is configured. With `identity` (from
+/// [`host_identity`]), calls to a `delegated_token` server carry tokens it mints.
 ///
 /// # Errors
-/// [`HostError::Mcp`] for an invalid entry or a ledger that cannot be opened.
-pub async fn start_mcp(config: &HostConfig) -> Result<Option<Arc<McpHub>>, HostError> {
+/// [`HostError::Mcp`] for an invalid entry (a `delegated_token` one on a host without
+/// `[identity]` among them) or a ledger that cannot be opened.
+pub async fn start_mcp(
+    config: &HostConfig,
+    identity: Option<&DelegatedIdentity>,
+) -> Result<Option<Arc<McpHub>>, HostError> {
     if config.mcp_servers.is_empty() {
         return Ok(None);
     }
-    agentsessions_mcp::validate_all(&config.mcp_servers)?;
+    agentsessions_mcp::validate_all(&config.mcp_servers, identity.is_some())?;
     let ledger = ToolLedger::open(mcp_ledger_path(config))?;
-    let hub = McpHub::start(config.mcp_servers.clone(), ledger, McpHubOptions::default()).await?;
+    let tokens = identity.map(|identity| Arc::clone(&identity.tokens));
+    let hub = McpHub::start_with_tokens(
+        config.mcp_servers.clone(),
+        ledger,
+        McpHubOptions::default(),
+        tokens,
+    )
+    .await?;
     Ok(Some(Arc::new(hub)))
+}
+
+/// The host's delegated identity from `[identity]` (`None` when it is not configured), its
+/// mints decided by the same policy as the RPCs unless `[identity]` says otherwise. Built once
+/// and shared by the MCP hub ([`start_mcp`]) and the service ([`build_service_with_tools`]).
+///
+/// # Errors
+/// [`HostError::Auth`] for an invalid authorization policy, [`HostError::Identity`] for
+/// `[identity]` settings or a key file that make no issuer.
+pub fn host_identity(
+    journal: &Arc<dyn Journal>,
+    config: &HostConfig,
+) -> Result<Option<DelegatedIdentity>, HostError> {
+    let authorizer = config.auth.authorizer()?;
+    crate::identity::delegated_identity(config.identity.as_ref(), authorizer, Arc::clone(journal))
+        .map_err(HostError::Identity)
 }
 
 /// Redacts the password of a URL-like journal address for messages.
@@ -274,7 +303,7 @@ pub struct Assembled {
     pub model: String,
     /// The delegated identity, when `[identity]` is configured: its JWKS for verifiers and the
     /// tokens a tool hub attaches to its calls.
-    pub identity: Option<crate::identity::DelegatedIdentity>,
+    pub identity: Option<DelegatedIdentity>,
 }
 
 /// Assembles the Sessions service over `journal` from `config`: `echo` (the default) always,
@@ -287,11 +316,13 @@ pub fn build_service(
     journal: Arc<dyn Journal>,
     config: &HostConfig,
 ) -> Result<Assembled, HostError> {
-    build_service_with_tools(journal, config, None)
+    let identity = host_identity(&journal, config)?;
+    build_service_with_tools(journal, config, None, identity)
 }
 
 /// [`build_service`], with the tools of the MCP servers `mcp` (from [`start_mcp`]) as the
-/// executor of controller-mediated and approved tool calls.
+/// executor of controller-mediated and approved tool calls, and the delegated identity
+/// `identity` (from [`host_identity`], the one the hub was started with).
 ///
 /// # Errors
 /// [`HostError`] naming the setting to fix.
@@ -299,6 +330,7 @@ pub fn build_service_with_tools(
     journal: Arc<dyn Journal>,
     config: &HostConfig,
     mcp: Option<Arc<McpHub>>,
+    identity: Option<DelegatedIdentity>,
 ) -> Result<Assembled, HostError> {
     let remote = parse_harness_entries(&config.harness)?;
     if !remote.is_empty() && config.model.is_empty() {
@@ -374,10 +406,6 @@ pub fn build_service_with_tools(
         builder = builder.model_policy(policy);
     }
     let authorizer = config.auth.authorizer()?;
-    // [identity]: mints are decided by the same policy as the RPCs unless it says otherwise.
-    let identity =
-        crate::identity::delegated_identity(config.identity.as_ref(), authorizer.clone(), journal)
-            .map_err(HostError::Identity)?;
     if let Some(identity) = &identity {
         builder = builder.token_minting(Arc::clone(&identity.minting));
     }
@@ -494,7 +522,7 @@ mod tests {
 
     #[tokio::test]
     async fn mcp_servers_start_with_the_host_and_refuse_bad_entries() {
-        let none = start_mcp(&HostConfig::default()).await;
+        let none = start_mcp(&HostConfig::default(), None).await;
         assert!(matches!(none, Ok(None)));
         let both = HostConfig {
             journal: ":memory:".into(),
@@ -506,7 +534,10 @@ mod tests {
             }],
             ..HostConfig::default()
         };
-        assert!(matches!(start_mcp(&both).await, Err(HostError::Mcp(_))));
+        assert!(matches!(
+            start_mcp(&both, None).await,
+            Err(HostError::Mcp(_))
+        ));
         // A server that cannot start does not stop the host: it is reported down and retried.
         let missing = HostConfig {
             journal: ":memory:".into(),
@@ -517,14 +548,14 @@ mod tests {
             }],
             ..HostConfig::default()
         };
-        let hub = start_mcp(&missing).await.ok().flatten();
+        let hub = start_mcp(&missing, None).await.ok().flatten();
         let hub = hub.unwrap_or_else(|| panic!("the hub starts"));
         assert!(matches!(
             hub.health()[0].status,
             agentsessions_mcp::ServerStatus::Down { .. }
         ));
         let journal: Arc<dyn Journal> = Arc::new(agentsessions_journal::MemoryJournal::new());
-        let assembled = build_service_with_tools(journal, &missing, Some(hub.clone()));
+        let assembled = build_service_with_tools(journal, &missing, Some(hub.clone()), None);
         assert!(assembled.is_ok());
         hub.shutdown().await;
     }

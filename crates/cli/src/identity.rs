@@ -117,7 +117,9 @@ mod tests {
     use jsonwebtoken::{DecodingKey, Validation};
 
     use super::*;
-    use crate::host::{HostConfig, HostError, build_service};
+    use crate::host::{
+        HostConfig, HostError, build_service, build_service_with_tools, host_identity, start_mcp,
+    };
 
     fn config_with_key(dir: &std::path::Path) -> HostConfig {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
@@ -171,6 +173,37 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(unknown.status_code(), StatusCode::NotFound);
+    }
+
+    // A `delegated_token` MCP server gets its tokens from the host's one identity, and refuses
+    // to start on a host that mints none.
+    #[tokio::test]
+    async fn a_delegated_token_server_uses_the_hosts_identity_and_needs_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config_with_key(dir.path());
+        config.journal = ":memory:".to_owned();
+        config.mcp_servers = vec![agentsessions_mcp::McpServerConfig {
+            name: "tools".to_owned(),
+            url: "http://127.0.0.1:9/mcp".to_owned(),
+            delegated_token: Some(agentsessions_mcp::DelegatedTokenConfig {
+                audience: "https://tools.test".to_owned(),
+            }),
+            ..agentsessions_mcp::McpServerConfig::default()
+        }];
+        let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let refused = start_mcp(&config, None).await.map(|_| ());
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("[identity]"), "{message}");
+        let identity = host_identity(&journal, &config).unwrap();
+        assert!(identity.is_some());
+        let hub = start_mcp(&config, identity.as_ref())
+            .await
+            .unwrap()
+            .unwrap();
+        let assembled =
+            build_service_with_tools(journal, &config, Some(Arc::clone(&hub)), identity).unwrap();
+        assert!(assembled.identity.is_some());
+        hub.shutdown().await;
     }
 
     #[test]

@@ -30,6 +30,39 @@ pub trait ToolExecutor: Send + Sync {
         session_uid: &str,
         call: &ToolCall,
     ) -> agentsessions_api::Result<ToolResult>;
+
+    /// [`ToolExecutor::execute`], knowing the execution the call belongs to as well (an executor
+    /// that acts for the turn, such as one attaching delegated tokens, needs it). The controller
+    /// always calls this; the default ignores the execution.
+    ///
+    /// # Errors
+    /// As [`ToolExecutor::execute`].
+    async fn execute_for(
+        &self,
+        call_context: &ToolCallContext<'_>,
+        call: &ToolCall,
+    ) -> agentsessions_api::Result<ToolResult> {
+        self.execute(call_context.session_uid, call).await
+    }
+}
+
+/// Where a tool call comes from: the session and the execution (turn) that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolCallContext<'a> {
+    /// The session.
+    pub session_uid: &'a str,
+    /// The execution, as its harness sees it (the id a harness's minter is bound to).
+    pub execution_id: &'a str,
+}
+
+impl<'a> ToolCallContext<'a> {
+    /// The context of a call made by `execution_id` of `session_uid`.
+    pub fn new(session_uid: &'a str, execution_id: &'a str) -> Self {
+        Self {
+            session_uid,
+            execution_id,
+        }
+    }
 }
 
 /// Binds a delegated-token minter to each live execution (a host with identity configured).

@@ -39,5 +39,7 @@ mod sink;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
-pub use hooks::{Cancellations, IdSource, Observer, RandomIds, TokenMinting, ToolExecutor};
+pub use hooks::{
+    Cancellations, IdSource, Observer, RandomIds, TokenMinting, ToolCallContext, ToolExecutor,
+};
 pub use settings::TurnSettings;

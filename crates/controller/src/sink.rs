@@ -22,7 +22,7 @@ use tokio::sync::Mutex;
 use crate::approval::{denial_receipt, receipt_consistent};
 use crate::effects::{self, Recorded};
 use crate::error::ControllerError;
-use crate::hooks::Observer;
+use crate::hooks::{Observer, ToolCallContext};
 use crate::settings::TurnSettings;
 
 /// How the sink treats the recorded effect stream.
@@ -269,7 +269,8 @@ impl Sink {
                 "no tool executor configured",
             ));
         };
-        let mut result = tools.execute(&self.ctx.session, call).await?;
+        let call_context = ToolCallContext::new(&self.ctx.session, &self.ctx.wire_execution_id);
+        let mut result = tools.execute_for(&call_context, call).await?;
         result.id.clone_from(&call.id);
         Ok(result)
     }

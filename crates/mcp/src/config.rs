@@ -43,6 +43,19 @@ pub struct McpServerConfig {
     pub timeout_secs: Option<u64>,
     /// Per-tool overrides of `timeout_secs`, by the server's own tool name.
     pub tool_timeouts: BTreeMap<String, u64>,
+    /// Attach a delegated token to every `tools/call` (a `url` server on a host with
+    /// `[identity]`): `delegated_token = { audience = "https://tools.example" }`.
+    pub delegated_token: Option<DelegatedTokenConfig>,
+}
+
+/// `delegated_token = { audience = ".." }`: each `tools/call` to the server carries
+/// `Authorization: Bearer <token>`, minted by the host for that audience, the session's
+/// principal and the execution and tool call it is for.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DelegatedTokenConfig {
+    /// The one audience every token for this server names (its resource identifier).
+    pub audience: String,
 }
 
 /// `approval = "never" | "always" | ["tool_a", "tool_b"]`: a list names the tools (by the
@@ -96,8 +109,9 @@ pub enum Endpoint<'a> {
 }
 
 impl McpServerConfig {
-    /// Checks the entry: a valid name, exactly one of `command` and `url`, headers only over
-    /// HTTP.
+    /// Checks the entry: a valid name, exactly one of `command` and `url`, headers and
+    /// delegated tokens only over HTTP, never both a delegated token and an `Authorization`
+    /// header.
     ///
     /// # Errors
     /// [`McpError::Config`] naming the server and the setting.
@@ -133,6 +147,27 @@ impl McpServerConfig {
                 "`args`, `env` and `cwd` apply only to a `command` server".into(),
             ));
         }
+        if let Some(delegated) = &self.delegated_token {
+            if !matches!(endpoint, Endpoint::Url(_)) {
+                return Err(bad(
+                    "`delegated_token` applies only to a `url` server".into()
+                ));
+            }
+            if delegated.audience.trim().is_empty() {
+                return Err(bad("`delegated_token.audience` must be nonempty".into()));
+            }
+            if self
+                .headers_from_env
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(bad(
+                    "an `Authorization` header in `headers_from_env` and a `delegated_token` \
+                     cannot both be set: the delegated token is the call's credential"
+                        .into(),
+                ));
+            }
+        }
         if self.timeout_secs == Some(0) || self.tool_timeouts.values().any(|&secs| secs == 0) {
             return Err(bad("timeouts must be at least one second".into()));
         }
@@ -156,14 +191,22 @@ impl McpServerConfig {
     }
 }
 
-/// Checks every entry and that no two share a name.
+/// Checks every entry and that no two share a name; `identity` says whether the host mints
+/// delegated tokens (`[identity]` is configured), which a `delegated_token` entry needs.
 ///
 /// # Errors
 /// [`McpError::Config`].
-pub fn validate_all(servers: &[McpServerConfig]) -> Result<(), McpError> {
+pub fn validate_all(servers: &[McpServerConfig], identity: bool) -> Result<(), McpError> {
     let mut seen = std::collections::BTreeSet::new();
     for server in servers {
         server.validate()?;
+        if server.delegated_token.is_some() && !identity {
+            return Err(McpError::Config {
+                server: server.name.clone(),
+                reason: "`delegated_token` needs the host to mint tokens: configure [identity]"
+                    .into(),
+            });
+        }
         if !seen.insert(server.name.as_str()) {
             return Err(McpError::Config {
                 server: server.name.clone(),
@@ -217,7 +260,7 @@ mod tests {
             assert!(config.validate().is_err(), "{bad}");
         }
         let twice = [ok.clone(), ok];
-        assert!(validate_all(&twice).is_err());
+        assert!(validate_all(&twice, false).is_err());
     }
 
     #[test]
@@ -233,5 +276,46 @@ mod tests {
             Duration::from_secs(DEFAULT_TOOL_TIMEOUT_SECS)
         );
         assert_eq!(config.offered_name("slow"), "a__slow");
+    }
+
+    #[test]
+    fn delegated_tokens_need_an_http_server_an_audience_and_no_authorization_header() {
+        let ok = parse(
+            "name = \"a\"\nurl = \"http://h\"\ndelegated_token = { audience = \"https://t\" }\n",
+        )
+        .unwrap();
+        assert_eq!(ok.validate().ok(), Some(Endpoint::Url("http://h")));
+        assert_eq!(
+            ok.delegated_token.as_ref().map(|d| d.audience.as_str()),
+            Some("https://t")
+        );
+        assert!(validate_all(std::slice::from_ref(&ok), true).is_ok());
+        // semantics: a token the host cannot mint refuses startup instead of calling without it
+        let no_identity = validate_all(std::slice::from_ref(&ok), false).unwrap_err();
+        assert!(
+            no_identity.to_string().contains("[identity]"),
+            "{no_identity}"
+        );
+        for bad in [
+            "name = \"a\"\ncommand = \"x\"\ndelegated_token = { audience = \"https://t\" }\n",
+            "name = \"a\"\nurl = \"http://h\"\ndelegated_token = { audience = \" \" }\n",
+            "name = \"a\"\nurl = \"http://h\"\ndelegated_token = { audience = \"https://t\" }\n\
+             headers_from_env = { authorization = \"TOKEN\" }\n",
+        ] {
+            let config = parse(bad).unwrap();
+            assert!(config.validate().is_err(), "{bad}");
+        }
+        let both = parse(
+            "name = \"a\"\nurl = \"http://h\"\ndelegated_token = { audience = \"https://t\" }\n\
+             headers_from_env = { Authorization = \"TOKEN\" }\n",
+        )
+        .unwrap();
+        let refused = both.validate().unwrap_err().to_string();
+        assert!(refused.contains("Authorization"), "{refused}");
+        // An unknown key inside the table is a typo, not a token without an audience.
+        assert!(
+            parse("name = \"a\"\nurl = \"http://h\"\ndelegated_token = { audiense = \"x\" }\n")
+                .is_err()
+        );
     }
 }

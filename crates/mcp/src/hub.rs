@@ -3,32 +3,52 @@
 //! The model sees each tool as `<server>__<tool>` (server names hold no `_`, so the split is
 //! unambiguous and two servers' tools never clash). Calls are mediated: the ledger claims each
 //! one durably before it is sent, so a re-driven call is answered from the ledger or reported as
-//! of unknown outcome, never sent twice.
+//! of unknown outcome, never sent twice. A server configured with `delegated_token` gets, on each
+//! call, a token the host mints for that call just before sending it (`crate::delegation`).
 
 use std::sync::Arc;
 
 use agentsessions_api::{
-    ApiError, OfferedTool, StatusCode, ToolCall, ToolCatalog, ToolDefinition, ToolResult,
+    ApiError, ApiErrorKind, OfferedTool, StatusCode, ToolCall, ToolCatalog, ToolDefinition,
+    ToolResult,
 };
-use agentsessions_controller::ToolExecutor;
-use rmcp::model::CallToolRequestParams;
+use agentsessions_auth::DelegatedTokens;
+use agentsessions_controller::{ToolCallContext, ToolExecutor};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{Peer, RoleClient, ServiceError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{McpServerConfig, NAME_SEPARATOR, validate_all};
+use crate::delegation::DelegatedToken;
 use crate::error::Result;
 use crate::ledger::{Claim, StoredOutcome, ToolLedger};
 use crate::result::{error_result, from_outcome};
 use crate::server::{McpHubOptions, ServerHealth, ServerSlot, supervise};
 
 /// The MCP servers of a host. Share it as `Arc<McpHub>`; call [`McpHub::shutdown`] before exit.
-#[derive(Debug)]
 pub struct McpHub {
     servers: Vec<Arc<ServerSlot>>,
     ledger: ToolLedger,
+    /// Mints the token each `tools/call` to a `delegated_token` server carries; `None` on a
+    /// host without `[identity]` (no server may then ask for one).
+    tokens: Option<Arc<dyn DelegatedTokens>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHub")
+            .field("servers", &self.servers)
+            .field("ledger", &self.ledger)
+            .field("delegated_tokens", &self.tokens.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl McpHub {
@@ -36,13 +56,29 @@ impl McpHub {
     /// its first attempt (a failed server keeps retrying in the background).
     ///
     /// # Errors
-    /// [`crate::McpError::Config`] for an invalid entry; nothing is started then.
+    /// [`crate::McpError::Config`] for an invalid entry (a `delegated_token` one among them: this
+    /// hub mints nothing); nothing is started then.
     pub async fn start(
         servers: Vec<McpServerConfig>,
         ledger: ToolLedger,
         options: McpHubOptions,
     ) -> Result<Self> {
-        validate_all(&servers)?;
+        Self::start_with_tokens(servers, ledger, options, None).await
+    }
+
+    /// [`McpHub::start`] on a host that mints delegated tokens: `tokens` mints the one each
+    /// `tools/call` to a `delegated_token` server carries.
+    ///
+    /// # Errors
+    /// [`crate::McpError::Config`] for an invalid entry, or a `delegated_token` one when
+    /// `tokens` is `None`; nothing is started then.
+    pub async fn start_with_tokens(
+        servers: Vec<McpServerConfig>,
+        ledger: ToolLedger,
+        options: McpHubOptions,
+        tokens: Option<Arc<dyn DelegatedTokens>>,
+    ) -> Result<Self> {
+        validate_all(&servers, tokens.is_some())?;
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let slots: Vec<Arc<ServerSlot>> = servers
@@ -69,6 +105,7 @@ impl McpHub {
         Ok(Self {
             servers: slots,
             ledger,
+            tokens,
             shutdown,
             tasks,
         })
@@ -125,6 +162,97 @@ fn ledger_failure(e: &crate::McpError) -> ApiError {
     }
 }
 
+/// What became of a `tools/call` that was sent.
+enum Sent {
+    Answered(CallToolResult),
+    Failed(ServiceError),
+    TimedOut,
+}
+
+/// Sends `params` to `peer`, with `token` in its `Authorization` header when there is one,
+/// waiting at most `limit`.
+async fn send(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    token: Option<DelegatedToken>,
+    limit: std::time::Duration,
+) -> Sent {
+    let Some(token) = token else {
+        return match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Ok(Ok(answer)) => Sent::Answered(answer),
+            Ok(Err(e)) => Sent::Failed(e),
+            Err(_) => Sent::TimedOut,
+        };
+    };
+    // The token rides in this request's extensions to the transport's client, which moves it
+    // to the header (`crate::delegation`). rmcp's timeout decides (it also tells the server to
+    // cancel); the outer one only bounds a send that never reaches the transport.
+    let mut request = CallToolRequest::new(params);
+    request.extensions.insert(token);
+    let backstop = limit.saturating_add(std::time::Duration::from_secs(1));
+    let answered = tokio::time::timeout(backstop, async {
+        peer.send_request_with_option(
+            ClientRequest::CallToolRequest(request),
+            PeerRequestOptions::with_timeout(limit),
+        )
+        .await?
+        .await_response()
+        .await
+    })
+    .await;
+    match answered {
+        Ok(Ok(ServerResult::CallToolResult(answer))) => Sent::Answered(answer),
+        Ok(Ok(_)) => Sent::Failed(ServiceError::UnexpectedResponse),
+        Ok(Err(ServiceError::Timeout { .. })) | Err(_) => Sent::TimedOut,
+        Ok(Err(e)) => Sent::Failed(e),
+    }
+}
+
+impl McpHub {
+    /// The token for `call` to `server` when its entry asks for one: `Ok(None)` when it does
+    /// not, `Err(text)` (the model's error result) when none could be minted.
+    async fn delegated_token(
+        &self,
+        slot: &ServerSlot,
+        call_context: &ToolCallContext<'_>,
+        call: &ToolCall,
+    ) -> std::result::Result<Option<DelegatedToken>, String> {
+        let Some(delegated) = &slot.config.delegated_token else {
+            return Ok(None);
+        };
+        let server = slot.config.name.as_str();
+        let Some(tokens) = &self.tokens else {
+            // Startup refuses this configuration; kept closed should a hub be built otherwise.
+            return Err(format!(
+                "MCP server {server:?} needs a delegated token but the host mints none; tool \
+                 {:?} was not called",
+                call.tool
+            ));
+        };
+        match tokens
+            .token_for(
+                &delegated.audience,
+                call_context.session_uid,
+                call_context.execution_id,
+                &call.id,
+            )
+            .await
+        {
+            Ok(token) => Ok(Some(DelegatedToken(token))),
+            Err(e) if e.is(ApiErrorKind::PermissionDenied) => Err(format!(
+                "the host's policy refused a delegated token for {:?} (MCP server {server:?}); \
+                 tool {:?} was not called",
+                delegated.audience, call.tool
+            )),
+            Err(e) => Err(format!(
+                "no delegated token could be minted for {:?} (MCP server {server:?}): {e}; tool \
+                 {:?} was not called",
+                delegated.audience, call.tool
+            )),
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl ToolExecutor for McpHub {
     async fn execute(
@@ -132,6 +260,18 @@ impl ToolExecutor for McpHub {
         session_uid: &str,
         call: &ToolCall,
     ) -> agentsessions_api::Result<ToolResult> {
+        // No execution is known: a `delegated_token` server's calls are refused (nothing to
+        // mint for), the others run as usual.
+        self.execute_for(&ToolCallContext::new(session_uid, ""), call)
+            .await
+    }
+
+    async fn execute_for(
+        &self,
+        call_context: &ToolCallContext<'_>,
+        call: &ToolCall,
+    ) -> agentsessions_api::Result<ToolResult> {
+        let session_uid = call_context.session_uid;
         let Some((slot, tool)) = self.resolve(&call.tool) else {
             return Ok(error_result(format!(
                 "unknown tool {:?}: no configured MCP server offers it",
@@ -162,7 +302,7 @@ impl ToolExecutor for McpHub {
             }
             Claim::Fresh => {}
         }
-        let refusal = match slot.peer() {
+        let reachable = match slot.peer() {
             Ok(peer) if slot.tools().iter().any(|t| t.name == tool) => Ok(peer),
             Ok(_) => Err(format!(
                 "unknown tool {:?}: MCP server {server:?} does not offer {tool:?}",
@@ -172,8 +312,16 @@ impl ToolExecutor for McpHub {
                 "MCP server {server:?} is unavailable ({why}); tool {tool:?} was not called"
             )),
         };
-        let peer = match refusal {
-            Ok(peer) => peer,
+        // A token is minted only for a call about to be sent, and a refused one sends nothing.
+        let sendable = match reachable {
+            Ok(peer) => self
+                .delegated_token(slot, call_context, call)
+                .await
+                .map(|token| (peer, token)),
+            Err(text) => Err(text),
+        };
+        let (peer, token) = match sendable {
+            Ok(sendable) => sendable,
             Err(text) => {
                 // Nothing was sent: the claim would otherwise turn a later retry into "unknown".
                 self.ledger
@@ -186,9 +334,9 @@ impl ToolExecutor for McpHub {
         let mut params = CallToolRequestParams::new(tool.clone());
         params.arguments.clone_from(&call.args);
         let limit = slot.config.timeout(&tool);
-        let outcome = match tokio::time::timeout(limit, peer.call_tool(params)).await {
-            Ok(Ok(answer)) => StoredOutcome::Answered(answer),
-            Ok(Err(e)) => {
+        let outcome = match send(&peer, params, token, limit).await {
+            Sent::Answered(answer) => StoredOutcome::Answered(answer),
+            Sent::Failed(e) => {
                 if matches!(
                     e,
                     rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
@@ -200,7 +348,7 @@ impl ToolExecutor for McpHub {
                  have run, its outcome is unknown"
                 ))
             }
-            Err(_) => StoredOutcome::Unanswered(format!(
+            Sent::TimedOut => StoredOutcome::Unanswered(format!(
                 "tool {tool:?} on MCP server {server:?} timed out after {}s; it may still be \
                  running, its outcome is unknown",
                 limit.as_secs()

@@ -4,6 +4,7 @@
 //! [`agentsessions_controller::ToolExecutor`] with at-most-once effects (semantics §3.7).
 
 mod config;
+mod delegation;
 mod error;
 mod hub;
 mod ledger;
@@ -11,8 +12,8 @@ mod result;
 mod server;
 
 pub use config::{
-    ApprovalKeyword, ApprovalRule, DEFAULT_TOOL_TIMEOUT_SECS, Endpoint, McpServerConfig,
-    NAME_SEPARATOR, validate_all,
+    ApprovalKeyword, ApprovalRule, DEFAULT_TOOL_TIMEOUT_SECS, DelegatedTokenConfig, Endpoint,
+    McpServerConfig, NAME_SEPARATOR, validate_all,
 };
 pub use error::{McpError, Result};
 pub use hub::McpHub;

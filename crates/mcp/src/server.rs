@@ -15,6 +15,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Endpoint, McpServerConfig};
+use crate::delegation::{DelegatingClient, http_client};
 
 /// Backoff and startup bounds of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,13 +206,23 @@ async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Conne
                 value.set_sensitive(true);
                 headers.insert(name, value);
             }
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers),
-            );
-            watcher
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))
+            let transport_config =
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            if config.delegated_token.is_some() {
+                let client = DelegatingClient::new(http_client()?);
+                watcher
+                    .serve(StreamableHttpClientTransport::with_client(
+                        client,
+                        transport_config,
+                    ))
+                    .await
+                    .map_err(|e| format!("initialize failed: {e}"))
+            } else {
+                watcher
+                    .serve(StreamableHttpClientTransport::from_config(transport_config))
+                    .await
+                    .map_err(|e| format!("initialize failed: {e}"))
+            }
         }
     }
 }

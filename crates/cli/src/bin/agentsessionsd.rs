@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentsessions_cli::host::{
-    HostConfig, build_service_with_tools, mcp_ledger_path, open_journal, redact, start_mcp,
+    HostConfig, build_service_with_tools, host_identity, mcp_ledger_path, open_journal, redact,
+    start_mcp,
 };
 use anyhow::Context as _;
 use clap::Parser;
@@ -317,7 +318,9 @@ async fn main() -> anyhow::Result<()> {
             "starting MCP servers"
         );
     }
-    let mcp = start_mcp(&config).await?;
+    // One delegated identity for the host: the hub's tokens and the harnesses' minters.
+    let identity = host_identity(&journal, &config)?;
+    let mcp = start_mcp(&config, identity.as_ref()).await?;
     if let Some(hub) = &mcp {
         for server in hub.health() {
             tracing::info!(
@@ -334,7 +337,7 @@ async fn main() -> anyhow::Result<()> {
         registry_addr,
         options: serve_options,
     };
-    let served = serve(config, journal, mcp.clone(), listeners).await;
+    let served = serve(config, journal, mcp.clone(), identity, listeners).await;
     if let Some(hub) = mcp {
         hub.shutdown().await;
         tracing::info!(component = "mcp", "MCP servers stopped");
@@ -354,6 +357,7 @@ async fn serve(
     config: HostConfig,
     journal: std::sync::Arc<dyn agentsessions_journal::Journal>,
     mcp: Option<std::sync::Arc<agentsessions_mcp::McpHub>>,
+    identity: Option<agentsessions_cli::identity::DelegatedIdentity>,
     listeners: Listeners,
 ) -> anyhow::Result<()> {
     let Listeners {
@@ -361,7 +365,7 @@ async fn serve(
         registry_addr,
         options: serve_options,
     } = listeners;
-    let assembled = build_service_with_tools(journal, &config, mcp)?;
+    let assembled = build_service_with_tools(journal, &config, mcp, identity)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
     let registered = registry
         .load()
