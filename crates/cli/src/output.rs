@@ -63,7 +63,7 @@ fn record_body_line(record: &pb::LogRecord) -> String {
         "EVENT_",
     );
     let detail = match &event.body {
-        Some(Body::Message(m)) => format!("{}: {}", m.role, text_of(m)),
+        Some(Body::Message(m)) => message_line(m),
         Some(Body::Model(call)) => format!("model={}", call.model),
         Some(Body::Tool(call)) => format!("tool={} id={}", call.tool, call.id),
         Some(Body::Result(result)) => {
@@ -115,6 +115,25 @@ fn record_body_line(record: &pb::LogRecord) -> String {
     format!("seq={:04} {kind}  {detail}", record.seq)
         .trim_end()
         .to_owned()
+}
+
+/// `role: text`, and for an answer that asks for tools, their names (`-> calls time__now`);
+/// arguments stay out, as everywhere in these lines.
+fn message_line(message: &pb::Message) -> String {
+    let calls: Vec<&str> = message
+        .parts
+        .iter()
+        .filter_map(|part| match &part.part {
+            Some(pb::part::Part::ToolCall(call)) => Some(call.tool.as_str()),
+            _ => None,
+        })
+        .collect();
+    let text = text_of(message);
+    match (calls.is_empty(), text.is_empty()) {
+        (true, _) => format!("{}: {text}", message.role),
+        (false, true) => format!("{}: -> calls {}", message.role, calls.join(", ")),
+        (false, false) => format!("{}: {text} -> calls {}", message.role, calls.join(", ")),
+    }
 }
 
 /// One session as `uid last_seq=N compute=LIVE harness=echo name=x` (the `list` line), with

@@ -304,6 +304,10 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
 
     let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let uid = session_of(&out);
+    assert!(
+        out.contains("OUTPUT  assistant: -> calls fixture__count"),
+        "{out}"
+    );
     let seen = kinds(&out);
     assert!(seen.contains(&"APPROVAL_REQUEST".to_owned()), "{out}");
     assert!(
