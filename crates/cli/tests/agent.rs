@@ -453,6 +453,61 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
     }
 }
 
+/// The `grpc.health.v1` status of `service` at `addr`.
+fn health_of(addr: &str, service: &str) -> i32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+        client
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.to_owned(),
+            })
+            .await
+            .map_or(-1, |answer| answer.into_inner().status)
+    })
+}
+
+// issue 13: an MCP server that fails to start is reported on grpc.health.v1 (and its tools are
+// not offered) while the others serve.
+#[test]
+fn mcp_servers_are_reported_on_grpc_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = StubModel::start();
+    let missing = "[[mcp_servers]]\n\
+                   name = \"missing\"\n\
+                   command = \"/nonexistent/mcp-server\"\n";
+    let config = write_config(d, &model, "\"never\"", missing);
+    let daemon = Daemon::start(d, &config);
+    let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+    let not_serving = tonic_health::pb::health_check_response::ServingStatus::NotServing as i32;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while health_of(&daemon.addr, "agentsessions.mcp.missing") != not_serving
+        || health_of(&daemon.addr, "agentsessions.mcp.fixture") != serving
+    {
+        assert!(Instant::now() < deadline, "MCP health never reported");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = daemon.ok(&[
+        "exec",
+        "--harness",
+        "chat",
+        "call",
+        "missing__anything",
+        "{}",
+    ]);
+    assert!(out.contains("not offered"), "{out}");
+    assert!(out.contains("END  COMPLETED"), "{out}");
+}
+
 // issue 13: a real third-party MCP server from a package registry through the whole loop.
 #[test]
 fn a_third_party_mcp_server_answers_the_model() {

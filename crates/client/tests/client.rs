@@ -85,6 +85,7 @@ async fn start(dir: &tempfile::TempDir, secure: bool) -> Client {
                 .with_jwt(verifier)
                 .requiring_authentication(true),
         )),
+        ..ServeOptions::default()
     };
     tokio::spawn(serve_tcp_with(
         listener,

@@ -39,6 +39,10 @@ pub struct ServeOptions {
     /// Authenticate every Sessions call (health and reflection stay anonymous); `None` serves
     /// anonymous callers.
     pub authenticator: Option<Arc<agentsessions_auth::Authenticator>>,
+    /// The statuses `grpc.health.v1` reports. The server marks the Sessions service serving; a
+    /// host keeps a clone to report its own parts (the daemon: each MCP server as
+    /// `agentsessions.mcp.<name>`).
+    pub health: tonic_health::server::HealthReporter,
 }
 
 /// Serves `service` with `grpc.health.v1` and gRPC reflection on an already bound TCP listener
@@ -132,10 +136,13 @@ async fn router(
     service: SessionsService,
     options: ServeOptions,
 ) -> std::result::Result<tonic::transport::server::Router, ServeError> {
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let health = options.health.clone();
     health
         .set_serving::<SessionsServer<SessionsService>>()
         .await;
+    let health_service = tonic_health::pb::health_server::HealthServer::new(
+        tonic_health::server::HealthService::from_health_reporter(health),
+    );
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;

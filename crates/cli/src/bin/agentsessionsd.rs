@@ -204,6 +204,7 @@ fn serve_options(
     Ok(agentsessions_server::ServeOptions {
         tls: auth.server_tls_config().context("[auth.tls]")?,
         authenticator,
+        health: tonic_health::server::HealthReporter::new(),
     })
 }
 
@@ -250,6 +251,48 @@ enum Task {
     Sessions,
     Registry,
     Reclaimer,
+    McpHealth,
+}
+
+/// The `grpc.health.v1` service name of MCP server `name`.
+fn mcp_health_name(name: &str) -> String {
+    format!("agentsessions.mcp.{name}")
+}
+
+/// Reports each MCP server on `grpc.health.v1` as `agentsessions.mcp.<name>`: SERVING while its
+/// tools are offered, NOT_SERVING while it starts or is down (logged as a warning with the
+/// reason). Polled every second, since the hub restarts servers on its own, until `stopping`.
+async fn report_mcp_health(
+    hub: std::sync::Arc<agentsessions_mcp::McpHub>,
+    health: tonic_health::server::HealthReporter,
+    mut stopping: watch::Receiver<bool>,
+) {
+    use agentsessions_mcp::ServerStatus;
+    use tonic_health::ServingStatus;
+    let mut reported: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    loop {
+        for server in hub.health() {
+            let up = matches!(server.status, ServerStatus::Up);
+            if reported.insert(server.name.clone(), up) == Some(up) {
+                continue;
+            }
+            let status = if up {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            health
+                .set_service_status(mcp_health_name(&server.name), status)
+                .await;
+            if let ServerStatus::Down { reason } = &server.status {
+                tracing::warn!(component = "mcp", server = %server.name, %reason, "MCP server down; its tools are refused until it is back");
+            }
+        }
+        tokio::select! {
+            _ = stopping.wait_for(|stop| *stop) => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when it is
@@ -365,7 +408,8 @@ async fn serve(
         registry_addr,
         options: serve_options,
     } = listeners;
-    let assembled = build_service_with_tools(journal, &config, mcp, identity)?;
+    let health = serve_options.health.clone();
+    let assembled = build_service_with_tools(journal, &config, mcp.clone(), identity)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
     let registered = registry
         .load()
@@ -447,6 +491,13 @@ async fn serve(
         tasks.spawn(async move {
             reclaim.await;
             (Task::Reclaimer, Ok(()))
+        });
+    }
+    if let Some(hub) = mcp {
+        let report = report_mcp_health(hub, health, stopping.clone());
+        tasks.spawn(async move {
+            report.await;
+            (Task::McpHealth, Ok(()))
         });
     }
     let serve = agentsessions_server::serve_tcp_with(
