@@ -1,0 +1,354 @@
+//! [`Client`], a connection to a Sessions server.
+
+use agentsessions_harnesswire::request_id;
+use agentsessions_wire::pb;
+use agentsessions_wire::pb::exec_update::Update;
+use agentsessions_wire::pb::sessions_client::SessionsClient;
+use tonic::transport::Channel;
+
+use crate::error::{ClientError, Result};
+use crate::options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
+
+/// A connection to a Sessions server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: SessionsClient<Channel>,
+    project: String,
+    bearer: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl Client {
+    /// A request carrying a request id and, when set, the bearer token.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        let id = request_id::current_request_id()
+            .unwrap_or_else(|| request_id::incoming(&tonic::metadata::MetadataMap::new()));
+        request_id::attach(request.metadata_mut(), &id);
+        if let Some(bearer) = &self.bearer {
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
+        }
+        request
+    }
+
+    /// A client for `target`: `host:port`, `http://host:port` or `unix:/path/to.sock`. The
+    /// connection is made on first use.
+    ///
+    /// # Errors
+    /// [`ClientError::Dial`] for a target that is not an address.
+    pub fn dial(target: &str) -> Result<Self> {
+        let channel =
+            agentsessions_harnesswire::channel(target).map_err(|e| ClientError::Dial {
+                target: target.to_owned(),
+                reason: e.to_string(),
+            })?;
+        Ok(Self::from_channel(channel))
+    }
+
+    /// A client for `host:port` over TLS configured by `tls` (server CA, and a client
+    /// certificate for mTLS).
+    ///
+    /// # Errors
+    /// [`ClientError::Dial`] for a target or TLS configuration tonic refuses.
+    pub fn dial_tls(target: &str, tls: tonic::transport::ClientTlsConfig) -> Result<Self> {
+        let dial = |reason: String| ClientError::Dial {
+            target: target.to_owned(),
+            reason,
+        };
+        let uri = if target.contains("://") {
+            target.to_owned()
+        } else {
+            format!("https://{target}")
+        };
+        let channel = tonic::transport::Endpoint::from_shared(uri)
+            .map_err(|e| dial(e.to_string()))?
+            .tls_config(tls)
+            .map_err(|e| dial(e.to_string()))?
+            .connect_lazy();
+        Ok(Self::from_channel(channel))
+    }
+
+    /// A client over an existing channel.
+    pub fn from_channel(channel: Channel) -> Self {
+        Self {
+            inner: SessionsClient::new(channel)
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024),
+            project: String::new(),
+            bearer: None,
+        }
+    }
+
+    /// Sends `token` as `authorization: Bearer <token>` on every call.
+    ///
+    /// # Errors
+    /// [`ClientError::Dial`] for a token that cannot be a header value.
+    pub fn with_bearer_token(mut self, token: &str) -> Result<Self> {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::Dial {
+                target: String::new(),
+                reason: "the bearer token is not a valid header value".into(),
+            })?;
+        self.bearer = Some(value);
+        Ok(self)
+    }
+
+    /// Uses `project` for creation and listing (empty: the server's default).
+    #[must_use]
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = project.into();
+        self
+    }
+
+    /// Creates a session.
+    ///
+    /// # Errors
+    /// The server's status (INVALID_ARGUMENT for an unknown harness).
+    pub async fn create(&mut self, name: &str, harness: &str, model: &str) -> Result<pb::Session> {
+        let session = pb::Session {
+            metadata: Some(pb::ResourceMetadata {
+                project: self.project.clone(),
+                name: name.to_owned(),
+                ..pb::ResourceMetadata::default()
+            }),
+            harness: harness.to_owned(),
+            model: model.to_owned(),
+            ..pb::Session::default()
+        };
+        let request = self.request(pb::CreateSessionRequest {
+            session: Some(session),
+        });
+        Ok(self.inner.create_session(request).await?.into_inner())
+    }
+
+    /// One session.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown uid.
+    pub async fn get(&mut self, uid: &str) -> Result<pb::Session> {
+        let request = self.request(pb::GetSessionRequest {
+            uid: uid.to_owned(),
+        });
+        Ok(self.inner.get_session(request).await?.into_inner())
+    }
+
+    /// Every session of the project, walking all pages of `page_size` (0: the server default).
+    ///
+    /// # Errors
+    /// The server's status.
+    pub async fn list(&mut self, page_size: i32) -> Result<Vec<pb::Session>> {
+        let mut sessions = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .inner
+                .list_sessions(self.request(pb::ListSessionsRequest {
+                    project: self.project.clone(),
+                    page_size,
+                    page_token: token,
+                }))
+                .await?
+                .into_inner();
+            sessions.extend(page.sessions);
+            if page.next_page_token.is_empty() {
+                return Ok(sessions);
+            }
+            token = page.next_page_token;
+        }
+    }
+
+    /// Every approval request of the project that waits for a decision and that the caller may
+    /// see, oldest first, walking all pages (the `ListApprovals` extension).
+    ///
+    /// # Errors
+    /// The status of the first page request that failed.
+    pub async fn list_approvals(&mut self, page_size: i32) -> Result<Vec<pb::PendingApproval>> {
+        let mut approvals = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = self
+                .inner
+                .list_approvals(self.request(pb::ListApprovalsRequest {
+                    project: self.project.clone(),
+                    page_size,
+                    page_token: token,
+                }))
+                .await?
+                .into_inner();
+            approvals.extend(page.approvals);
+            if page.next_page_token.is_empty() {
+                return Ok(approvals);
+            }
+            token = page.next_page_token;
+        }
+    }
+
+    /// Runs one turn, calling `on_event` for every frame as it arrives, and returns what the
+    /// turn produced.
+    ///
+    /// # Errors
+    /// [`TurnFailed`] with the status and everything received before it.
+    pub async fn exec(
+        &mut self,
+        options: ExecOptions,
+        mut on_event: impl FnMut(ExecEvent<'_>),
+    ) -> Result<TurnResult, TurnFailed> {
+        let mut result = TurnResult::default();
+        let inputs = options
+            .inputs
+            .into_iter()
+            .map(|text| pb::Message::from(agentsessions_api::Message::text_message("user", text)))
+            .collect();
+        let call = self.request(pb::ExecRequest {
+            session: options.session,
+            inputs,
+            resume_from_seq: 0,
+            harness: options.harness,
+            config: Vec::new(),
+            expected_last_seq: options.expected_last_seq,
+            deadline_unix: options.deadline_unix,
+        });
+        let mut stream = match self.inner.exec(call).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                return Err(TurnFailed {
+                    error: status.into(),
+                    partial: result,
+                });
+            }
+        };
+        loop {
+            match stream.message().await {
+                Ok(Some(pb::ExecUpdate {
+                    update: Some(update),
+                })) => {
+                    result.absorb(&update);
+                    on_event(match &update {
+                        Update::Session(s) => ExecEvent::Session(s),
+                        Update::Record(r) => ExecEvent::Record(r),
+                        Update::Delta(d) => ExecEvent::Delta(d),
+                    });
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(result),
+                Err(status) => {
+                    return Err(TurnFailed {
+                        error: status.into(),
+                        partial: result,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Stored records with `from <= seq <= to` (0, 0: the whole log), verbatim.
+    ///
+    /// # Errors
+    /// The server's status.
+    pub async fn replay(&mut self, uid: &str, from: i64, to: i64) -> Result<Vec<pb::LogRecord>> {
+        let mut stream = self
+            .inner
+            .replay(self.request(pb::ReplayRequest {
+                session: uid.to_owned(),
+                from_seq: from,
+                to_seq: to,
+            }))
+            .await?
+            .into_inner();
+        let mut records = Vec::new();
+        while let Some(record) = stream.message().await? {
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    /// Forks `uid`.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad count or names, NOT_FOUND, FAILED_PRECONDITION.
+    pub async fn fork(&mut self, uid: &str, options: ForkOptions) -> Result<Vec<pb::Session>> {
+        let response = self
+            .inner
+            .fork(self.request(pb::ForkRequest {
+                session: uid.to_owned(),
+                at_seq: options.at_seq,
+                count: options.count,
+                identity: None,
+                labels: options.labels.into_iter().collect(),
+                child_names: options.names,
+            }))
+            .await?;
+        Ok(response.into_inner().children)
+    }
+
+    /// Suspends `uid`.
+    ///
+    /// # Errors
+    /// NOT_FOUND, ABORTED while another operation holds it.
+    pub async fn suspend(&mut self, uid: &str) -> Result<pb::Session> {
+        let call = self.request(pb::SuspendRequest {
+            session: uid.to_owned(),
+        });
+        Ok(self.inner.suspend(call).await?.into_inner())
+    }
+
+    /// Resumes `uid` (re-driving an interrupted or decided turn).
+    ///
+    /// # Errors
+    /// NOT_FOUND, ABORTED, FAILED_PRECONDITION.
+    pub async fn resume(&mut self, uid: &str) -> Result<pb::Session> {
+        let call = self.request(pb::ResumeRequest {
+            session: uid.to_owned(),
+            boot: false,
+        });
+        Ok(self.inner.resume(call).await?.into_inner())
+    }
+
+    /// Records an approval decision on `uid`.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION for a decision that does not match.
+    pub async fn approve(&mut self, uid: &str, decision: Decision) -> Result<pb::ApproveResponse> {
+        let call = self.request(pb::ApproveRequest {
+            session: uid.to_owned(),
+            execution_id: decision.execution_id,
+            tool_call_id: decision.tool_call_id,
+            request_seq: decision.request_seq,
+            approved: Some(decision.approved),
+            reason: decision.reason,
+            identity: decision.identity,
+        });
+        Ok(self.inner.approve(call).await?.into_inner())
+    }
+
+    /// Cancels the running execution of `uid` (`execution_id` empty: whichever runs).
+    ///
+    /// # Errors
+    /// FAILED_PRECONDITION when nothing runs.
+    pub async fn cancel(
+        &mut self,
+        uid: &str,
+        execution_id: &str,
+        reason: &str,
+    ) -> Result<pb::Session> {
+        let call = self.request(pb::CancelRequest {
+            session: uid.to_owned(),
+            execution_id: execution_id.to_owned(),
+            reason: reason.to_owned(),
+        });
+        Ok(self.inner.cancel(call).await?.into_inner())
+    }
+
+    /// Marks `uid` for deletion.
+    ///
+    /// # Errors
+    /// NOT_FOUND, ABORTED while busy.
+    pub async fn delete(&mut self, uid: &str) -> Result<pb::Session> {
+        let call = self.request(pb::DeleteSessionRequest {
+            uid: uid.to_owned(),
+        });
+        Ok(self.inner.delete_session(call).await?.into_inner())
+    }
+}
