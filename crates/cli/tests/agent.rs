@@ -12,9 +12,10 @@
     clippy::print_stderr
 )]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -22,10 +23,9 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use common::{CTL, DAEMON, Daemon, time_server_or_skip};
 use serde_json::{Value, json};
 
-const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
-const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
 const KEY_VARIABLE: &str = "AGENT_TEST_MODEL_KEY";
 
 /// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
@@ -37,13 +37,6 @@ fn fixture_server() -> PathBuf {
         path.display()
     );
     path
-}
-
-fn time_server_installed() -> bool {
-    Command::new("python3")
-        .args(["-c", "import mcp_server_time"])
-        .output()
-        .is_ok_and(|out| out.status.success())
 }
 
 /// The stub model: its answer to a chat-completions request. A request whose last message is a
@@ -171,69 +164,16 @@ impl StubModel {
     }
 }
 
-/// A running daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    fn start(dir: &Path, config: &Path) -> Self {
-        let mut child = Command::new(DAEMON)
-            .args(["--addr", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .current_dir(dir)
-            .env(KEY_VARIABLE, "stub-key")
-            .env_remove("MODEL_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("agentsessionsd listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, addr }
-    }
-
-    fn sigkill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(CTL)
-            .args(["--server", &self.addr])
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// `agentctl` that must succeed; its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ctl(args);
-        assert!(
-            out.status.success(),
-            "agentctl {args:?} failed ({:?}): {}{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+/// The daemon in `dir` with `config`, the stub model's key in its environment.
+fn start(dir: &Path, config: &Path) -> Daemon {
+    let mut command = Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .current_dir(dir)
+        .env(KEY_VARIABLE, "stub-key")
+        .stderr(Stdio::null());
+    Daemon::spawn(command, false)
 }
 
 /// A daemon config: the stub model, and the fixture server with `approval`.
@@ -300,7 +240,7 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     let d = dir.path();
     let model = StubModel::start();
     let config = write_config(d, &model, "[\"count\"]", "");
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
 
     let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let uid = session_of(&out);
@@ -376,7 +316,7 @@ fn a_host_killed_mid_call_runs_the_tool_at_most_once() {
     let d = dir.path();
     let model = StubModel::start();
     let config = write_config(d, &model, "\"never\"", "");
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
 
     let addr = daemon.addr.clone();
     let turn = std::thread::spawn(move || {
@@ -395,7 +335,7 @@ fn a_host_killed_mid_call_runs_the_tool_at_most_once() {
     let interrupted = turn.join().unwrap();
     assert!(!interrupted.status.success());
 
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
     let listed = daemon.ok(&["list"]);
     let uid = listed
         .lines()
@@ -427,7 +367,7 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
     let d = dir.path();
     let model = StubModel::start();
     let config = write_config(d, &model, "\"never\"", "timeout_secs = 2\n");
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
 
     // Each broken call ends in a result the model reads and the turn completes; then the
     // (restarted) server serves again.
@@ -486,7 +426,7 @@ fn mcp_servers_are_reported_on_grpc_health() {
                    name = \"missing\"\n\
                    command = \"/nonexistent/mcp-server\"\n";
     let config = write_config(d, &model, "\"never\"", missing);
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
     let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
     let not_serving = tonic_health::pb::health_check_response::ServingStatus::NotServing as i32;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -511,12 +451,7 @@ fn mcp_servers_are_reported_on_grpc_health() {
 // issue 13: a real third-party MCP server from a package registry through the whole loop.
 #[test]
 fn a_third_party_mcp_server_answers_the_model() {
-    if !time_server_installed() {
-        assert!(
-            std::env::var_os("AGENTSESSIONS_REQUIRE_MCP_FIXTURES").is_none(),
-            "mcp-server-time is not installed, and AGENTSESSIONS_REQUIRE_MCP_FIXTURES requires it"
-        );
-        eprintln!("skipped: mcp-server-time is not installed (pip install mcp-server-time)");
+    if !time_server_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -528,7 +463,7 @@ fn a_third_party_mcp_server_answers_the_model() {
                 args = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
                 approval = \"never\"\n";
     let config = write_config(d, &model, "\"never\"", time);
-    let daemon = Daemon::start(d, &config);
+    let daemon = start(d, &config);
     let out = daemon.ok(&[
         "exec",
         "--harness",

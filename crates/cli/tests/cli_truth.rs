@@ -6,12 +6,13 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
-const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
-const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
+use common::{CTL, DAEMON, Daemon, ctl, stdout};
 
 /// Exit codes as documented in `agentctl --help`.
 const USAGE: i32 = 2;
@@ -19,63 +20,11 @@ const NOT_FOUND: i32 = 3;
 const UNAVAILABLE: i32 = 5;
 const CONFLICT: i32 = 6;
 
-/// A running daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    addr: String,
-    registry: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    /// Starts `agentsessionsd` with `args`, reading the address lines it prints when ready.
-    fn start(args: &[&str], stderr: Stdio, with_registry: bool) -> Self {
-        let mut child = Command::new(DAEMON)
-            .args(args)
-            .env_remove("MODEL_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("AGENTSESSIONS_ADDR")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut read = |prefix: &str| {
-            let mut line = String::new();
-            stdout.read_line(&mut line).unwrap();
-            line.trim()
-                .strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-                .to_owned()
-        };
-        let addr = read("agentsessionsd listening on ");
-        let registry = if with_registry {
-            read("agentsessionsd registry on ")
-        } else {
-            String::new()
-        };
-        Self {
-            child,
-            addr,
-            registry,
-        }
-    }
-}
-
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(CTL)
-        .current_dir(dir)
-        .args(args)
-        .env_remove("AGENTCTL_SERVER")
-        .env_remove("AGENTSESSIONS_JOURNAL")
-        .output()
-        .unwrap()
+/// `agentsessionsd args` (stderr to `stderr`), and its registry line when `with_registry`.
+fn start(args: &[&str], stderr: Stdio, with_registry: bool) -> Daemon {
+    let mut command = Daemon::command();
+    command.args(args).stderr(stderr);
+    Daemon::spawn(command, with_registry)
 }
 
 fn ctl_with_stdin(dir: &Path, args: &[&str], input: &str) -> Output {
@@ -94,15 +43,6 @@ fn ctl_with_stdin(dir: &Path, args: &[&str], input: &str) -> Output {
         .write_all(input.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "agentctl failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn stderr(output: &Output) -> String {
@@ -225,7 +165,7 @@ fn swapped_ports_are_explained() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let journal = d.join("j.db");
-    let daemon = Daemon::start(
+    let daemon = start(
         &[
             "--addr",
             "127.0.0.1:0",
@@ -373,7 +313,7 @@ fn the_daemon_listens_on_a_host_name() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let journal = d.join("j.db");
-    let daemon = Daemon::start(
+    let daemon = start(
         &[
             "--addr",
             "localhost:0",
@@ -406,7 +346,7 @@ fn the_config_file_takes_log_format_and_registry_addr() {
         "addr = \"127.0.0.1:0\"\njournal = \"j.db\"\nlog_format = \"json\"\nregistry_addr = \"localhost:0\"\n",
     )
     .unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &["--config", config.to_str().unwrap()],
         Stdio::piped(),
         true,
@@ -416,7 +356,7 @@ fn the_config_file_takes_log_format_and_registry_addr() {
         "{}",
         daemon.registry
     );
-    let mut logs = BufReader::new(daemon.child.stderr.take().unwrap());
+    let mut logs = BufReader::new(daemon.take_stderr().unwrap());
     let mut first = String::new();
     logs.read_line(&mut first).unwrap();
     let line: serde_json::Value = serde_json::from_str(&first)

@@ -5,16 +5,16 @@
     clippy::print_stderr
 )]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentsessions_client::{Client, ExecOptions, verify};
 use agentsessions_conformance::fixtures::CountingEndpoint;
+use common::{DAEMON, Daemon, ctl, stdout};
 
-const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
-const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
 const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"live answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
 /// The same answer as a chat-completions stream, for calls that stream deltas.
 const STREAMED: &str = concat!(
@@ -24,85 +24,15 @@ const STREAMED: &str = concat!(
     "data: [DONE]\n\n",
 );
 
-/// A running daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    addr: String,
-    registry: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    fn start(journal: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(DAEMON)
-            .args(["--addr", "127.0.0.1:0", "--journal"])
-            .arg(journal)
-            .args(extra)
-            .env_remove("MODEL_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("agentsessionsd listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        let mut registry = String::new();
-        if extra.contains(&"--registry-addr") {
-            stdout.read_line(&mut registry).unwrap();
-            registry = registry
-                .trim()
-                .strip_prefix("agentsessionsd registry on ")
-                .unwrap_or_else(|| panic!("unexpected second line {registry:?}"))
-                .to_owned();
-        }
-        Self {
-            child,
-            addr,
-            registry,
-        }
-    }
-
-    fn sigkill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(CTL)
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "agentctl failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// The daemon on `journal` with `extra` arguments (and its registry line when it serves one).
+fn start(journal: &Path, extra: &[&str]) -> Daemon {
+    let mut command = Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--journal"])
+        .arg(journal)
+        .args(extra)
+        .stderr(Stdio::null());
+    Daemon::spawn(command, extra.contains(&"--registry-addr"))
 }
 
 // The README's quickstart on a fresh directory with no server: embedded agentctl.
@@ -199,7 +129,7 @@ fn agentctl_embedded_exec_replay_fork_suspend_resume_verify() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_serves_clients_races_and_bad_input() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(&dir.path().join("j.db"), &[]);
+    let daemon = start(&dir.path().join("j.db"), &[]);
     let out = stdout(&ctl(dir.path(), &["--server", &daemon.addr, "exec", "hi"]));
     let uid = out
         .lines()
@@ -293,7 +223,7 @@ async fn daemon_serves_clients_races_and_bad_input() {
     let mut daemon = daemon;
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
+        if let Some(status) = daemon.try_wait() {
             break status;
         }
         assert!(Instant::now() < deadline, "daemon did not stop on SIGTERM");
@@ -315,7 +245,7 @@ async fn sigkill_mid_turn_then_resume_on_a_new_daemon() {
         "--model-base-url",
         model.base_url.as_str(),
     ];
-    let daemon = Daemon::start(&journal, &flags);
+    let daemon = start(&journal, &flags);
     let mut client = Client::dial(&daemon.addr).unwrap();
     let session = client.create("crash", "chat", "test-model").await.unwrap();
     let uid = agentsessions_client::uid_of(&session).to_owned();
@@ -338,7 +268,7 @@ async fn sigkill_mid_turn_then_resume_on_a_new_daemon() {
         "the turn died with the daemon"
     );
 
-    let daemon = Daemon::start(&journal, &flags);
+    let daemon = start(&journal, &flags);
     let mut client = Client::dial(&daemon.addr).unwrap();
     let after_restart = client.replay(&uid, 0, 0).await.unwrap();
     assert_eq!(after_restart, before, "everything committed survived");
@@ -404,7 +334,7 @@ async fn registry_on_the_operator_listener() {
         std::sync::Arc::new(agentsessions_harnesses::EchoHarness::new()),
         std::future::pending(),
     ));
-    let daemon = Daemon::start(&d.join("j.db"), &["--registry-addr", "127.0.0.1:0"]);
+    let daemon = start(&d.join("j.db"), &["--registry-addr", "127.0.0.1:0"]);
     let spec = d.join("spec.json");
     std::fs::write(
         &spec,
@@ -487,7 +417,7 @@ async fn a_static_remote_harness_serves_turns() {
         std::future::pending(),
     ));
     let entry = format!("far={harness_addr}");
-    let daemon = Daemon::start(
+    let daemon = start(
         &d.join("j.db"),
         &["--model", "echo", "--harness", entry.as_str()],
     );

@@ -7,26 +7,16 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read as _};
 use std::process::{Command, Stdio};
 
-const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
-
-fn time_server_installed() -> bool {
-    Command::new("python3")
-        .args(["-c", "import mcp_server_time"])
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+use common::{DAEMON, time_server_or_skip};
 
 #[test]
 fn the_daemon_starts_its_mcp_servers_and_stops_them_with_itself() {
-    if !time_server_installed() {
-        assert!(
-            std::env::var_os("AGENTSESSIONS_REQUIRE_MCP_FIXTURES").is_none(),
-            "mcp-server-time is not installed, and AGENTSESSIONS_REQUIRE_MCP_FIXTURES requires it"
-        );
-        eprintln!("skipped: mcp-server-time is not installed (pip install mcp-server-time)");
+    if !time_server_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,154 @@
+//! What the end-to-end tests share: the two binaries, a daemon they start on 127.0.0.1 and stop,
+//! and `agentctl` runs. Each test binary uses a different part of it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+pub(crate) const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
+pub(crate) const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
+
+/// A running `agentsessionsd`, killed when dropped.
+pub(crate) struct Daemon {
+    child: Child,
+    /// The Sessions address it printed.
+    pub(crate) addr: String,
+    /// The HarnessRegistry address it printed, when it serves one.
+    pub(crate) registry: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// The daemon's command with no model key or address inherited from the environment and
+    /// stdout captured; add arguments, a directory and stderr, then [`Daemon::spawn`] it.
+    pub(crate) fn command() -> Command {
+        let mut command = Command::new(DAEMON);
+        command
+            .env_remove("MODEL_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("AGENTSESSIONS_ADDR")
+            .stdout(Stdio::piped());
+        command
+    }
+
+    /// Starts `command` and waits for the address lines it prints when ready (the registry's
+    /// too when `with_registry`).
+    pub(crate) fn spawn(mut command: Command, with_registry: bool) -> Self {
+        let mut child = command.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut read = |prefix: &str| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+                .to_owned()
+        };
+        let addr = read("agentsessionsd listening on ");
+        let registry = if with_registry {
+            read("agentsessionsd registry on ")
+        } else {
+            String::new()
+        };
+        Self {
+            child,
+            addr,
+            registry,
+        }
+    }
+
+    /// Kills the daemon at once (no shutdown of any kind).
+    pub(crate) fn sigkill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, …) to the daemon.
+    pub(crate) fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The daemon's stderr, when the command piped it (once).
+    pub(crate) fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// How the daemon exited, once it has (`None` while it runs).
+    pub(crate) fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// `agentctl --server <addr> args`.
+    pub(crate) fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(CTL)
+            .args(["--server", &self.addr])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// [`Daemon::ctl`] that must succeed; its stdout.
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "agentctl {args:?} failed ({:?}): {}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// `agentctl args` in `dir`, with no server or journal taken from the environment.
+pub(crate) fn ctl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(CTL)
+        .current_dir(dir)
+        .args(args)
+        .env_remove("AGENTCTL_SERVER")
+        .env_remove("AGENTSESSIONS_JOURNAL")
+        .output()
+        .unwrap()
+}
+
+/// The stdout of an `agentctl` run that must have succeeded.
+pub(crate) fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "agentctl failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Whether the third-party `mcp-server-time` can run. Missing, the calling test is skipped with
+/// a note, unless `AGENTSESSIONS_REQUIRE_MCP_FIXTURES` is set (as `.ci/run` does): then it fails.
+pub(crate) fn time_server_or_skip() -> bool {
+    let installed = Command::new("python3")
+        .args(["-c", "import mcp_server_time"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !installed {
+        assert!(
+            std::env::var_os("AGENTSESSIONS_REQUIRE_MCP_FIXTURES").is_none(),
+            "mcp-server-time is not installed, and AGENTSESSIONS_REQUIRE_MCP_FIXTURES requires it"
+        );
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skipped: mcp-server-time is not installed (pip install mcp-server-time)");
+        }
+    }
+    installed
+}
