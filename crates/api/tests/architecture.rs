@@ -58,10 +58,11 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
             "auth",
         ]),
     );
-    // Tools from MCP servers: offered through the api catalog, run as the controller's executor.
+    // Tools from MCP servers: offered through the api catalog, run as the controller's executor,
+    // calling HTTP servers with tokens the auth crate's delegated identity mints.
     map.insert(
         "mcp",
-        BTreeSet::from(["api", "wire", "journal", "controller"]),
+        BTreeSet::from(["api", "wire", "journal", "controller", "auth"]),
     );
     // Transport security and verified identity: the SPI types only.
     map.insert("auth", BTreeSet::from(["api"]));
