@@ -233,17 +233,22 @@ impl Inner {
         self.rendered(&uid).await
     }
 
+    /// `project`, or this server's project when a request names none.
+    fn project_or_default(&self, project: String) -> String {
+        if project.is_empty() {
+            self.project.clone()
+        } else {
+            project
+        }
+    }
+
     async fn list(
         &self,
         call: &Call,
         req: pb::ListSessionsRequest,
     ) -> Result<pb::ListSessionsResponse> {
         let owner = self.list_filter(call).await?;
-        let project = if req.project.is_empty() {
-            self.project.clone()
-        } else {
-            req.project
-        };
+        let project = self.project_or_default(req.project);
         let page = self
             .journal
             .list_sessions(ListQuery {
@@ -399,11 +404,7 @@ impl Inner {
         req: pb::ListApprovalsRequest,
     ) -> Result<pb::ListApprovalsResponse> {
         let owner = self.list_filter(call).await?;
-        let project = if req.project.is_empty() {
-            self.project.clone()
-        } else {
-            req.project
-        };
+        let project = self.project_or_default(req.project);
         let page = self
             .journal
             .list_pending_approvals(ApprovalsQuery {
