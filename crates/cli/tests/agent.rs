@@ -129,6 +129,26 @@ impl StubModel {
                 async move {
                     counter.fetch_add(1, Ordering::SeqCst);
                     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let asked = request["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .and_then(|m| m["content"].as_str())
+                        .unwrap_or_default()
+                        .to_owned();
+                    // Provider failures on request: a rate limit, or an answer that never comes.
+                    if asked == "rate limit me" {
+                        let error =
+                            json!({"error": {"message": "slow down", "type": "rate_limit"}});
+                        return (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [(header::CONTENT_TYPE, "application/json")],
+                            error.to_string(),
+                        )
+                            .into_response();
+                    }
+                    if asked == "never answer" {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                    }
                     let whole = answer(&request);
                     let response: Response = if request["stream"] == true {
                         (
@@ -391,6 +411,38 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
             std::thread::sleep(Duration::from_millis(300));
         }
     }
+}
+
+// issue 13, item 7: the model from configuration; a provider's 429 reaches the client as
+// RESOURCE_EXHAUSTED and a timeout as DEADLINE_EXCEEDED, each an ERROR record in the journal.
+#[test]
+fn provider_failures_reach_the_client_with_their_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = StubModel::start();
+    let config = write_config(d, &model, "\"never\"", "");
+    // The settings go before the first table of the file.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("model_retries = 0\nmodel_timeout_secs = 1\n{text}"),
+    )
+    .unwrap();
+    let daemon = start(d, &config);
+    for (ask, code) in [
+        ("rate limit me", "RESOURCE_EXHAUSTED"),
+        ("never answer", "DEADLINE_EXCEEDED"),
+    ] {
+        let out = daemon.ctl(&["exec", "--harness", "chat", ask]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{ask}");
+        assert!(stderr.contains(code), "{ask}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("ERROR"), "{ask}: {stdout}");
+    }
+    // The daemon serves on.
+    let out = daemon.ok(&["exec", "--harness", "chat", "hello"]);
+    assert!(out.contains("END  COMPLETED"), "{out}");
 }
 
 /// The `grpc.health.v1` status of `service` at `addr`.
