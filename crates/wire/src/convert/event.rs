@@ -175,6 +175,11 @@ impl TryFrom<pb::event::Body> for EventBody {
             Body::Error(e) => Self::Error(e.into()),
             Body::ExecutionStart(s) => Self::ExecutionStart(s.into()),
             Body::Parked(p) => Self::Parked(p.into()),
+            Body::MintRequest(_) => {
+                return Err(WireError::ConnectOnly {
+                    body: "mint_request",
+                });
+            }
         })
     }
 }
