@@ -1015,7 +1015,10 @@ fn connect_only_bodies_have_no_canonical_form() {
             audience: vec!["api".into()],
         }),
     );
-    assert!(canonical_event(&request).is_err());
+    assert_eq!(
+        canonical_event(&request).unwrap_err().to_string(),
+        "mint_request is a Harness.Connect request, not a session event"
+    );
 }
 
 // Every field of every message reachable from Event, Session and HarnessSpec is written by its

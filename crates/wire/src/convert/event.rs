@@ -545,6 +545,23 @@ mod tests {
     }
 
     #[test]
+    fn a_mint_request_is_not_a_session_event() {
+        let wire = pb::Event {
+            body: Some(pb::event::Body::MintRequest(pb::MintRequest {
+                request_id: "mint-1".into(),
+                audience: vec!["api".into()],
+            })),
+            ..pb::Event::default()
+        };
+        assert_eq!(
+            Event::try_from(wire),
+            Err(WireError::ConnectOnly {
+                body: "mint_request"
+            })
+        );
+    }
+
+    #[test]
     fn domain_events_hash_to_the_golden_vectors() {
         // hashing (a), (b): the content hash is computed over the converted message, so the
         // domain events of the published vectors must convert to exactly the hashed wire events
