@@ -172,13 +172,21 @@ fn token_of(result: pb::MintResult) -> ApiResult<String> {
     }
 }
 
-/// The host side: answers a remote harness's mint with the execution's own minter.
+/// The host side: answers a remote harness's mint with the execution's own minter, within the
+/// same bound the harness waits (the stream's other events wait behind it).
 pub(crate) async fn answer(
     minter: Option<&TokenMinter>,
     request: pb::MintRequest,
 ) -> pb::MintResult {
     let minted = match minter {
-        Some(minter) => minter.mint(request.audience).await,
+        Some(minter) => tokio::time::timeout(MINT_TIMEOUT, minter.mint(request.audience))
+            .await
+            .unwrap_or_else(|_elapsed| {
+                Err(HarnessWireError::MintTimeout {
+                    timeout: MINT_TIMEOUT,
+                }
+                .into())
+            }),
         None => Err(HarnessWireError::NoMinter.into()),
     };
     match minted {
