@@ -161,6 +161,27 @@ pub enum HarnessWireError {
         description: String,
     },
 
+    /// The host answered a token mint (the `mint_request` extension) with an error.
+    #[error("host refused to mint a token{}", describe_end(.description))]
+    MintRefused {
+        /// The gRPC code of the host's error.
+        code: i32,
+        /// The host's description.
+        description: String,
+    },
+
+    /// The host did not answer a token mint in time.
+    #[error("host did not answer the token mint within {timeout:?}")]
+    MintTimeout {
+        /// The bound that passed.
+        timeout: Duration,
+    },
+
+    /// A remote harness asked for a token, but this execution has no token minter (the host has
+    /// no identity configured).
+    #[error("no token minter for this execution: the host has no identity configured")]
+    NoMinter,
+
     /// A gRPC call failed (transport error, or a status the peer returned).
     #[error("harness rpc failed: {code}: {message}")]
     Rpc {
@@ -274,7 +295,9 @@ impl HarnessWireError {
             | Self::NoRuntime => StatusCode::Internal,
             Self::HostClosed => StatusCode::Cancelled,
             Self::ClosedWithoutEnd | Self::Bind { .. } | Self::Serve(_) => StatusCode::Unavailable,
-            Self::RemoteEnded { code, .. } => failure_code(*code),
+            Self::RemoteEnded { code, .. } | Self::MintRefused { code, .. } => failure_code(*code),
+            Self::MintTimeout { .. } => StatusCode::DeadlineExceeded,
+            Self::NoMinter => StatusCode::FailedPrecondition,
             Self::Rpc { code, .. } => *code,
             Self::DescribeTimeout { .. } => StatusCode::DeadlineExceeded,
         }

@@ -51,6 +51,7 @@ pub(crate) fn frame_name(frame: Option<&Frame>) -> &'static str {
         Some(Frame::Tool(_)) => "tool",
         Some(Frame::Model(_)) => "model",
         Some(Frame::Park(_)) => "park",
+        Some(Frame::MintResult(_)) => "mint_result",
     }
 }
 

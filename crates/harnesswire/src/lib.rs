@@ -45,8 +45,12 @@
 //!   crashed must not look like one that finished.
 //! - The host's `model` frame carries the completion's usage, so a harness that reports a model
 //!   call's usage (as the SDK contract asks) reports what the host recorded.
-//! - The start frame carries the identity principal and `can_mint_tokens` as the wire crate
-//!   converts them; no token minter crosses the wire, so a served harness sees no minter.
+//! - Delegated tokens cross the wire (an extension, `docs/extensions.md`): when the start says
+//!   `can_mint_tokens`, a served harness gets a minter that sends a `mint_request` event
+//!   (`Event` field 21) and waits up to 30 s for the host's `mint_result` frame
+//!   (`ControllerFrame` field 9), matched by request id. [`RemoteHarness`] answers with the
+//!   minter the host bound to the execution (never the caller's own credential), or
+//!   `FAILED_PRECONDITION` when it has none. Without `can_mint_tokens` there is no minter.
 //! - A `cancel` frame drops the run and ends the stream with `END{CANCELED}`.
 //! - Deltas are not part of `Harness.Connect` (the stream carries only `Event`s), so there is
 //!   nothing to relay; the host streams deltas from its own model calls.
@@ -64,12 +68,14 @@
 //!   [`tonic::Status`].
 //! - `stream_sink` (private): the serve side's [`agentsessions_api::EventSink`].
 //! - `frames` (private): message builders and predicates shared by both sides.
+//! - `mint` (private): token minting across the stream, both sides.
 
 pub mod address;
 pub mod channel;
 pub mod error;
 mod frames;
 pub mod listen;
+mod mint;
 pub mod remote;
 pub mod request_id;
 pub mod serve;

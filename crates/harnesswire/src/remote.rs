@@ -14,6 +14,7 @@
 //! | TOOL_RESULT | [`EventSink::report`] | nothing |
 //! | USAGE | [`EventSink::usage`] | nothing |
 //! | END | – | the run returns: `COMPLETED` is success, anything else an error |
+//! | `mint_request` (extension) | the start's [`TokenMinter`], or a `FAILED_PRECONDITION` error without one | `mint_result` |
 //!
 //! A sink error ends the run with that error, unchanged (the remote stream is torn down); a park
 //! is returned as the sink's [`ApiError::ApprovalParked`](agentsessions_api::ApiError::ApprovalParked) once the park exchange (§9.5) is done.
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use agentsessions_api::{
     ApprovalRef, Descriptor, EventSink, Harness, Mediation, Message, Result as ApiResult, Start,
-    ToolCall, ToolResult, Usage, is_park_unwind,
+    TokenMinter, ToolCall, ToolResult, Usage, is_park_unwind,
 };
 use agentsessions_wire::convert::{
     model_request_from_call, model_result_from_response, start_frame,
@@ -45,6 +46,7 @@ use crate::error::{HarnessWireError, Result};
 use crate::frames::{
     END_COMPLETED, MAX_FRAME_BYTES, controller_frame, is_approval_shaped, kind_name,
 };
+use crate::mint;
 use crate::request_id;
 
 /// How long [`Harness::describe`] waits by default (semantics §9.1).
@@ -203,6 +205,7 @@ impl RemoteHarness {
         Conversation {
             execution_id: &start.execution_id,
             session: &start.session_uid,
+            minter: start.identity.mint_token.as_ref(),
             frames,
             events,
             sink,
@@ -216,6 +219,9 @@ impl RemoteHarness {
 struct Conversation<'a> {
     execution_id: &'a str,
     session: &'a str,
+    /// The minter the host bound to this execution; a remote harness's mints use it and nothing
+    /// else.
+    minter: Option<&'a TokenMinter>,
     frames: mpsc::Sender<pb::ControllerFrame>,
     events: Streaming<pb::Event>,
     sink: &'a dyn EventSink,
@@ -228,6 +234,10 @@ impl Conversation<'_> {
             let kind = pb::EventKind::try_from(event.kind).ok();
             tracing::debug!(kind = kind.map_or("unknown", kind_name), "harness event");
             match (kind, event.body) {
+                (_, Some(Body::MintRequest(request))) => {
+                    let result = mint::answer(self.minter, request).await;
+                    self.send(Frame::MintResult(result)).await?;
+                }
                 (Some(pb::EventKind::EventModelCall), Some(Body::Model(call))) => {
                     let model_call_id = call.id.clone();
                     let request = model_request_from_call(call).map_err(HarnessWireError::from)?;

@@ -14,6 +14,10 @@
 //!  |                         <-----------  END{COMPLETED | FAILED}, or PARKED then EOF
 //! ```
 //!
+//! When the start says `can_mint_tokens`, the harness's start carries a minter whose mints
+//! cross the stream as `mint_request` events and `mint_result` frames, matched by request id
+//! ([`crate::mint`]); otherwise it has none.
+//!
 //! The run is driven by the response stream itself, not a spawned task: when the host cancels
 //! (a `cancel` frame, closing its side, or resetting the stream) the run future is dropped, which
 //! is the SPI's cancellation. After a `cancel` frame the stream ends with `END{CANCELED}`.
@@ -37,6 +41,7 @@ use tracing::Instrument as _;
 
 use crate::error::{HarnessWireError, api_error_to_status, end_error};
 use crate::frames::{END_CANCELED, END_COMPLETED, END_FAILED, MAX_FRAME_BYTES, event, frame_name};
+use crate::mint::MintDesk;
 use crate::request_id;
 use crate::stream_sink::{EventSender, StreamSink};
 
@@ -170,9 +175,9 @@ async fn drive<H: Harness + ?Sized>(
     mut inbound: Streaming<pb::ControllerFrame>,
     events: EventSender,
 ) {
-    let start = match inbound.message().await {
-        Ok(Some(frame)) => match open(frame) {
-            Ok(start) => start,
+    let (start, mints) = match inbound.message().await {
+        Ok(Some(frame)) => match open(frame, &events) {
+            Ok(opened) => opened,
             Err(err) => {
                 tracing::warn!(error = %err, "refused the stream's first frame");
                 let _closed = events.send(Err(err.into())).await;
@@ -205,6 +210,12 @@ async fn drive<H: Harness + ?Sized>(
                     Ok(Some(pb::ControllerFrame { frame: Some(Frame::Cancel(cancel)), .. })) => {
                         break Outcome::Cancelled(cancel.reason);
                     }
+                    Ok(Some(pb::ControllerFrame { frame: Some(Frame::MintResult(result)), .. })) => {
+                        match &mints {
+                            Some(mints) => mints.answer(result),
+                            None => tracing::warn!("dropped a mint result; this execution cannot mint"),
+                        }
+                    }
                     // A receiver that is gone means the run is finishing; the frame is moot. A
                     // full queue holds only frames the sink never asked for (see REPLY_BUFFER).
                     Ok(Some(frame)) => {
@@ -221,6 +232,9 @@ async fn drive<H: Harness + ?Sized>(
             }
         }
     };
+    if let Some(mints) = &mints {
+        mints.close();
+    }
     let execution_id = start.execution_id.as_str();
     let end = |state: &str, error: Option<pb::Error>| {
         event(
@@ -281,8 +295,12 @@ async fn fail(events: &EventSender, end: pb::Event, err: &ApiError) {
     }
 }
 
-/// The domain start of a stream's first frame.
-fn open(frame: pb::ControllerFrame) -> Result<Start, HarnessWireError> {
+/// The domain start of a stream's first frame, with the desk its minter mints through when the
+/// host lets it mint tokens.
+fn open(
+    frame: pb::ControllerFrame,
+    events: &EventSender,
+) -> Result<(Start, Option<MintDesk>), HarnessWireError> {
     let pb::ControllerFrame {
         session,
         execution_id,
@@ -296,7 +314,9 @@ fn open(frame: pb::ControllerFrame) -> Result<Start, HarnessWireError> {
     if execution_id.is_empty() {
         return Err(HarnessWireError::MissingExecutionId);
     }
-    let mut start = start_from_pb(start, execution_id, None)?;
+    let can_mint = start.identity.as_ref().is_some_and(|i| i.can_mint_tokens);
+    let mints = can_mint.then(|| MintDesk::new(execution_id.clone(), events.clone()));
+    let mut start = start_from_pb(start, execution_id, mints.as_ref().map(MintDesk::minter))?;
     if start.session_uid.is_empty() {
         start.session_uid = session;
     } else if !session.is_empty() && session != start.session_uid {
@@ -305,5 +325,5 @@ fn open(frame: pb::ControllerFrame) -> Result<Start, HarnessWireError> {
             got: session,
         });
     }
-    Ok(start)
+    Ok((start, mints))
 }

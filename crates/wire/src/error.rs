@@ -72,6 +72,14 @@ pub enum WireError {
         /// The shape's name, e.g. `v0.1.2`.
         shape: &'static str,
     },
+
+    /// An event body that only travels on `Harness.Connect` (the `mint_request` extension) where
+    /// a session event is expected: it is never journaled, hashed or converted.
+    #[error("{body} is a Harness.Connect request, not a session event")]
+    ConnectOnly {
+        /// The body's field name, e.g. `mint_request`.
+        body: &'static str,
+    },
 }
 
 /// Renders a [`WireError::GoJson`] path for its message: ` at <path>`, or nothing for the
@@ -123,7 +131,7 @@ impl WireError {
                 path: join(segment, &path),
                 shape,
             },
-            other @ Self::InvalidTimestamp { .. } => other,
+            other @ (Self::InvalidTimestamp { .. } | Self::ConnectOnly { .. }) => other,
         }
     }
 
@@ -136,7 +144,8 @@ impl WireError {
             | Self::UnknownEnumValue { .. }
             | Self::MissingField { .. }
             | Self::GoJson { .. }
-            | Self::GoShape { .. } => false,
+            | Self::GoShape { .. }
+            | Self::ConnectOnly { .. } => false,
         }
     }
 }

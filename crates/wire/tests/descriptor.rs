@@ -134,8 +134,13 @@ fn files_are_the_four_contract_files_with_bare_names() {
 fn message_counts() {
     let set = descriptor_set();
     assert!(count_messages(&file(&set, "common.proto").message_type) >= 25);
-    assert_eq!(count_messages(&file(&set, "common.proto").message_type), 25);
-    assert_eq!(count_messages(&file(&set, "harness.proto").message_type), 9);
+    // 25 from the contract plus the MintRequest extension.
+    assert_eq!(count_messages(&file(&set, "common.proto").message_type), 26);
+    // 9 from the contract plus the MintResult extension.
+    assert_eq!(
+        count_messages(&file(&set, "harness.proto").message_type),
+        10
+    );
     assert_eq!(
         count_messages(&file(&set, "harness_registry.proto").message_type),
         10
@@ -218,6 +223,7 @@ fn event_fields_and_body_oneof() {
             ("error", 17),
             ("execution_start", 19),
             ("parked", 20),
+            ("mint_request", 21),
             ("actor", 18),
         ]
     );
@@ -377,7 +383,15 @@ fn other_oneofs() {
         (
             "ControllerFrame",
             "frame",
-            &["start", "cancel", "approval", "tool", "model", "park"][..],
+            &[
+                "start",
+                "cancel",
+                "approval",
+                "tool",
+                "model",
+                "park",
+                "mint_result",
+            ][..],
         ),
         ("ExecUpdate", "update", &["record", "delta", "session"][..]),
         ("HarnessSpec", "placement", &["remote", "substrate"][..]),
@@ -391,6 +405,29 @@ fn other_oneofs() {
         field(message(&set, "HarnessRegistration"), "unservable_reason").number(),
         10
     );
+}
+
+/// The token-minting extension (docs/extensions.md): numbers never reused or renumbered.
+#[test]
+fn mint_extension_fields() {
+    let set = descriptor_set();
+    assert_eq!(
+        fields(message(&set, "MintRequest")),
+        [("request_id", 1), ("audience", 2)]
+    );
+    assert_eq!(
+        field(message(&set, "MintRequest"), "audience").label(),
+        Label::Repeated
+    );
+    assert_eq!(
+        fields(message(&set, "MintResult")),
+        [("request_id", 1), ("token", 2), ("error", 3)]
+    );
+    assert_eq!(
+        field(message(&set, "ControllerFrame"), "mint_result").number(),
+        9
+    );
+    assert_eq!(field(message(&set, "Event"), "mint_request").number(), 21);
 }
 
 #[test]

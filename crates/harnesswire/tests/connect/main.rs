@@ -3,6 +3,7 @@
 //! hand-written peers that break the protocol on purpose. One test binary, so it links once.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
+mod minting;
 mod protocol;
 mod roundtrip;
 mod serving;

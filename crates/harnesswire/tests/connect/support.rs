@@ -426,6 +426,12 @@ impl pb::harness_server::Harness for RawPeer {
 
 /// Serves a raw peer on `127.0.0.1:0`; the task ends with the test's runtime.
 pub(crate) async fn serve_raw(peer: RawPeer) -> RemoteHarness {
+    serve_raw_service(peer).await
+}
+
+/// Serves any hand-written `Harness` gRPC service on `127.0.0.1:0`; the task ends with the test's
+/// runtime.
+pub(crate) async fn serve_raw_service<S: pb::harness_server::Harness>(peer: S) -> RemoteHarness {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let _task = tokio::spawn(

@@ -67,7 +67,7 @@ fn body_slot(body: &Body) -> BodySlot {
         | Body::Parked(_)
         | Body::Result(_) => BodySlot::BeforeSchemaVersion,
         Body::Tool(_) => BodySlot::BeforeTs,
-        Body::Usage(_) => BodySlot::Last,
+        Body::Usage(_) | Body::MintRequest(_) => BodySlot::Last,
     }
 }
 
@@ -85,6 +85,9 @@ fn write_body(w: &mut JcsWriter, body: &Body) -> Result<()> {
         Body::Error(m) => member(w, "error", m),
         Body::ExecutionStart(m) => member(w, "execution_start", m),
         Body::Parked(m) => member(w, "parked", m),
+        Body::MintRequest(_) => Err(crate::error::WireError::ConnectOnly {
+            body: "mint_request",
+        }),
     }
 }
 

@@ -175,6 +175,11 @@ impl TryFrom<pb::event::Body> for EventBody {
             Body::Error(e) => Self::Error(e.into()),
             Body::ExecutionStart(s) => Self::ExecutionStart(s.into()),
             Body::Parked(p) => Self::Parked(p.into()),
+            Body::MintRequest(_) => {
+                return Err(WireError::ConnectOnly {
+                    body: "mint_request",
+                });
+            }
         })
     }
 }
@@ -537,6 +542,23 @@ mod tests {
             ),
             other => panic!("no domain event for golden vector {other}"),
         }
+    }
+
+    #[test]
+    fn a_mint_request_is_not_a_session_event() {
+        let wire = pb::Event {
+            body: Some(pb::event::Body::MintRequest(pb::MintRequest {
+                request_id: "mint-1".into(),
+                audience: vec!["api".into()],
+            })),
+            ..pb::Event::default()
+        };
+        assert_eq!(
+            Event::try_from(wire),
+            Err(WireError::ConnectOnly {
+                body: "mint_request"
+            })
+        );
     }
 
     #[test]
