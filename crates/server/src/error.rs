@@ -101,6 +101,12 @@ pub enum ServerError {
         /// The size given.
         page_size: i32,
     },
+    /// A negative record count for ReadRecords.
+    #[error("max_records must not be negative, got {max_records}")]
+    NegativeMaxRecords {
+        /// The count given.
+        max_records: i32,
+    },
     /// A page token this service did not issue.
     #[error("page_token {token:?} was not issued by this service")]
     InvalidPageToken {
@@ -219,6 +225,7 @@ impl ServerError {
             | Self::InvalidSpec { .. }
             | Self::SpecTooLarge { .. }
             | Self::NegativePageSize { .. }
+            | Self::NegativeMaxRecords { .. }
             | Self::InvalidPageToken { .. }
             | Self::RetireReasonTooLong { .. } => StatusCode::InvalidArgument,
             Self::SessionNotFound { .. } | Self::HarnessNotFound { .. } => StatusCode::NotFound,
@@ -273,6 +280,7 @@ impl ServerError {
             | Self::InvalidSpec { .. }
             | Self::SpecTooLarge { .. }
             | Self::NegativePageSize { .. }
+            | Self::NegativeMaxRecords { .. }
             | Self::InvalidPageToken { .. }
             | Self::RetireReasonTooLong { .. }
             | Self::SessionNotFound { .. }
@@ -372,6 +380,10 @@ mod tests {
             ),
             (
                 ServerError::NegativePageSize { page_size: -1 },
+                Code::InvalidArgument,
+            ),
+            (
+                ServerError::NegativeMaxRecords { max_records: -1 },
                 Code::InvalidArgument,
             ),
             (

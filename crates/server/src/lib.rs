@@ -43,6 +43,7 @@ mod authz;
 mod builder;
 pub mod error;
 pub mod harnesses;
+mod record_page;
 pub mod registry;
 mod render;
 mod requests;

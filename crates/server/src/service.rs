@@ -20,6 +20,7 @@ use tonic::Request;
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
+use crate::record_page::RecordPage;
 use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
 use crate::requests::{ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid};
 use crate::rpc::{Incoming, Rpc, finished, unary};
@@ -368,6 +369,27 @@ impl Inner {
         Ok(stream)
     }
 
+    /// One page of a session's records (the ReadRecords extension), authorized like Replay.
+    async fn read_records(
+        &self,
+        call: &Call,
+        req: pb::ReadRecordsRequest,
+    ) -> Result<pb::ReadRecordsResponse> {
+        if self.authz.enforcing() {
+            match self.authorized(call, &[Action::Read], &req.session).await {
+                Ok(_) | Err(ServerError::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let head = self.journal.head(&req.session).await?;
+        let range = RecordPage::of(&req, head)?;
+        let records = match range.last() {
+            Some(last) => self.journal.read(&req.session, range.from, last).await?,
+            None => Vec::new(),
+        };
+        Ok(range.answer(&records, head))
+    }
+
     async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
         // Malformed requests are refused before anything is read, whoever sends them.
         let order = ForkOrder::try_from(req)?;
@@ -564,6 +586,16 @@ impl Sessions for SessionsService {
     async fn approve(&self, request: Request<pb::ApproveRequest>) -> Rpc<pb::ApproveResponse> {
         unary(method::APPROVE, request, |call, req| async move {
             self.inner.approve(&call, req).await
+        })
+        .await
+    }
+
+    async fn read_records(
+        &self,
+        request: Request<pb::ReadRecordsRequest>,
+    ) -> Rpc<pb::ReadRecordsResponse> {
+        unary(method::READ_RECORDS, request, |call, req| async move {
+            self.inner.read_records(&call, req).await
         })
         .await
     }

@@ -283,6 +283,7 @@ enum Rpc {
     Exec,
     ExecCreating,
     Replay,
+    ReadRecords,
     Approve,
     Cancel,
     Suspend,
@@ -294,7 +295,7 @@ enum Rpc {
     RetireHarness,
 }
 
-const RPCS: [Rpc; 17] = [
+const RPCS: [Rpc; 18] = [
     Rpc::Create,
     Rpc::Get,
     Rpc::List,
@@ -303,6 +304,7 @@ const RPCS: [Rpc; 17] = [
     Rpc::Exec,
     Rpc::ExecCreating,
     Rpc::Replay,
+    Rpc::ReadRecords,
     Rpc::Approve,
     Rpc::Cancel,
     Rpc::Suspend,
@@ -379,6 +381,14 @@ async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &
                     .await?
                     .into_inner();
                 while stream.message().await?.is_some() {}
+            }
+            Rpc::ReadRecords => {
+                sessions
+                    .read_records(pb::ReadRecordsRequest {
+                        session: uid.into(),
+                        ..pb::ReadRecordsRequest::default()
+                    })
+                    .await?;
             }
             Rpc::Approve => {
                 sessions
@@ -489,6 +499,7 @@ fn expected(policy: Policy, who: Who, rpc: Rpc) -> Expect {
         | Rpc::Delete
         | Rpc::Exec
         | Rpc::Replay
+        | Rpc::ReadRecords
         | Rpc::Cancel
         | Rpc::Suspend
         | Rpc::Resume
@@ -608,7 +619,7 @@ async fn run_matrix(policy: Policy) {
             checked += 1;
         }
     }
-    assert_eq!(checked, 68);
+    assert_eq!(checked, 72);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -652,6 +663,14 @@ async fn a_denial_is_the_same_for_missing_and_foreign_sessions() {
         .await
         .unwrap_err();
     assert_eq!(replay.code(), Code::PermissionDenied);
+    let read = bob
+        .read_records(pb::ReadRecordsRequest {
+            session: "s-does-not-exist".into(),
+            ..pb::ReadRecordsRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(read.code(), Code::PermissionDenied);
 }
 
 // Sessions created through the API are owned by their verified caller, never by a request
@@ -845,6 +864,7 @@ async fn each_rpc_asks_for_its_actions() {
     for (rpc, action, name) in [
         (Rpc::Get, Action::Read, "GetSession"),
         (Rpc::Replay, Action::Read, "Replay"),
+        (Rpc::ReadRecords, Action::Read, "ReadRecords"),
         (Rpc::Suspend, Action::Suspend, "Suspend"),
         (Rpc::Resume, Action::Resume, "Resume"),
         (Rpc::Cancel, Action::Cancel, "Cancel"),

@@ -999,3 +999,85 @@ async fn deleting_or_forking_a_parent_never_corrupts_a_child() {
     agentsessions_journal::verify_records(&records).unwrap();
     assert_eq!(records.len(), before.len() + 5);
 }
+
+// ReadRecords (extension): pages of many records that together equal the streamed Replay,
+// pinned to a range, bounded by max_records; an unknown session is an empty page.
+#[tokio::test]
+async fn read_records_pages_equal_the_replay() {
+    let mut s = start().await;
+    let (frames, _) = exec(&mut s.client, exec_request("", "one")).await;
+    let uid = session_uid(&frames);
+    for text in ["two", "three"] {
+        let (_, status) = exec(&mut s.client, exec_request(&uid, text)).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+    }
+    let streamed = replay(&mut s.client, &uid, 0, 0).await;
+    let head = streamed.last().unwrap().seq;
+    assert!(head > 8, "three turns hold more than 8 records");
+
+    let mut paged = Vec::new();
+    let mut next = 0;
+    let mut pages = 0;
+    loop {
+        let page = s
+            .client
+            .read_records(pb::ReadRecordsRequest {
+                session: uid.clone(),
+                from_seq: next,
+                to_seq: 0,
+                max_records: 4,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.head_seq, head);
+        assert!(page.records.len() <= 4);
+        pages += 1;
+        paged.extend(page.records);
+        if page.next_seq == 0 {
+            break;
+        }
+        next = page.next_seq;
+    }
+    assert_eq!(paged, streamed);
+    assert_eq!(pages, usize::try_from(head).unwrap().div_ceil(4));
+
+    let middle = s
+        .client
+        .read_records(pb::ReadRecordsRequest {
+            session: uid.clone(),
+            from_seq: 3,
+            to_seq: 5,
+            max_records: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let seqs: Vec<i64> = middle.records.iter().map(|r| r.seq).collect();
+    assert_eq!((seqs, middle.next_seq), (vec![3, 4, 5], 0));
+
+    let unknown = s
+        .client
+        .read_records(pb::ReadRecordsRequest {
+            session: "s-unknown".into(),
+            ..pb::ReadRecordsRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (unknown.records.len(), unknown.next_seq, unknown.head_seq),
+        (0, 0, 0)
+    );
+
+    let negative = s
+        .client
+        .read_records(pb::ReadRecordsRequest {
+            session: uid,
+            max_records: -1,
+            ..pb::ReadRecordsRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(negative.code(), Code::InvalidArgument);
+}

@@ -16,6 +16,8 @@ pub(crate) struct Daemon {
     pub(crate) addr: String,
     /// The HarnessRegistry address it printed, when it serves one.
     pub(crate) registry: String,
+    /// The HTTP listener's address it printed, when started with `--http-addr`.
+    pub(crate) http: String,
 }
 
 impl Drop for Daemon {
@@ -39,8 +41,9 @@ impl Daemon {
     }
 
     /// Starts `command` and waits for the address lines it prints when ready (the registry's
-    /// too when `with_registry`).
+    /// too when `with_registry`, the HTTP listener's when the command has `--http-addr`).
     pub(crate) fn spawn(mut command: Command, with_registry: bool) -> Self {
+        let with_http = command.get_args().any(|arg| arg == "--http-addr");
         let mut child = command.spawn().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut read = |prefix: &str| {
@@ -57,10 +60,16 @@ impl Daemon {
         } else {
             String::new()
         };
+        let http = if with_http {
+            read("agentsessionsd http on ")
+        } else {
+            String::new()
+        };
         Self {
             child,
             addr,
             registry,
+            http,
         }
     }
 

@@ -60,7 +60,7 @@ pub(crate) async fn replay(
     range: SeqRange,
 ) -> Result<(), CliError> {
     let (from, to) = range.checked()?;
-    let records = client.replay(uid, from, to).await?;
+    let records = client.read_records(uid, from, to).await?;
     if records.is_empty() {
         known(client, uid, place).await?;
     }
@@ -84,7 +84,7 @@ pub(crate) async fn verify(
     place: &str,
     uid: &str,
 ) -> Result<(), CliError> {
-    let records = client.replay(uid, 0, 0).await?;
+    let records = client.read_records(uid, 0, 0).await?;
     if records.is_empty() {
         known(client, uid, place).await?;
         return Err(CliError::NoRecords {
