@@ -146,9 +146,15 @@ class StubModel:
                 request = json.loads(self.rfile.read(length) or b"{}")
                 with stub.lock:
                     stub.calls += 1
-                body = json.dumps(stub.answer(request)).encode()
+                whole = stub.answer(request)
+                if request.get("stream"):
+                    body = stub.as_stream(whole).encode()
+                    kind = "text/event-stream"
+                else:
+                    body = json.dumps(whole).encode()
+                    kind = "application/json"
                 self.send_response(200)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", kind)
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -179,6 +185,20 @@ class StubModel:
             return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage}
         message = {"role": "assistant", "content": f"stub:{text}"}
         return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+    @staticmethod
+    def as_stream(whole: dict[str, Any]) -> str:
+        """``whole`` as a chat-completions event stream: one chunk, then the usage."""
+        choice = whole["choices"][0]
+        message = choice["message"]
+        delta: dict[str, Any] = {"role": "assistant"}
+        if isinstance(message.get("content"), str):
+            delta["content"] = message["content"]
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
+        chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]}
+        usage = {"choices": [], "usage": whole["usage"]}
+        return f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n"
 
     def model_flags(self) -> list[str]:
         return [
