@@ -1,10 +1,11 @@
 """A LangGraph ReAct agent served as a harness, for the tests: its tool ``lookup`` can be made
-to wait (``--gate FILE``: it writes FILE.started, then waits while FILE exists) so a test can
+to wait (env ``AGENT_GATE=FILE``: while FILE exists it writes FILE.started and waits) so a test can
 kill the process in the middle of a turn."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 from pathlib import Path
@@ -15,7 +16,7 @@ from langgraph.prebuilt import create_react_agent
 from agentsessions.adapters.langchain import HostChatModel, LangGraphHarness
 from agentsessions.harness import serve
 
-GATE: Path | None = None
+GATE = Path(os.environ["AGENT_GATE"]) if os.environ.get("AGENT_GATE") else None
 # create_react_agent moved to the langchain package; langgraph keeps it until 2.0.
 warnings.filterwarnings("ignore", message="create_react_agent has been moved")
 
@@ -35,12 +36,9 @@ def build(model: HostChatModel):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    global GATE
     parser = argparse.ArgumentParser()
     parser.add_argument("--listen", required=True)
-    parser.add_argument("--gate")
     args = parser.parse_args()
-    GATE = Path(args.gate) if args.gate else None
     serve(LangGraphHarness("langgraph-lookup", build, tools=["lookup"]), args.listen)
 
 
