@@ -217,3 +217,27 @@ def test_the_asyncio_client(daemon: Daemon) -> None:
             assert (await client.delete_session(uid)).deletion_state == pb_session.DELETION_PENDING
 
     asyncio.run(scenario())
+
+
+def test_a_registered_python_harness(start_daemon: Callable[..., Daemon]) -> None:
+    server = h.start_server(Conversational())
+    try:
+        daemon = start_daemon(*OFFLINE_TOOLS, registry=True)
+        from agentsessions import RegistryClient
+
+        with RegistryClient(daemon.registry) as registry, Client(daemon.addr) as client:
+            outcome = registry.register("py-conv", server.address, descriptor_id="conversational")
+            assert outcome.outcome == 1  # CREATED
+            assert registry.get("py-conv", observe=True).observed.id == "conversational"
+            assert [r.metadata.name for r in registry.list() if r.metadata.name == "py-conv"] == ["py-conv"]
+            result = client.run("registered", harness="py-conv")
+            assert result.output.endswith("python saw: registered")
+            assert result.records[0].event.execution_start.harness == "py-conv"
+            retired = registry.retire("py-conv", "done")
+            assert retired.state == 2  # RETIRED
+            with pytest.raises(errors.AgentSessionsError):
+                client.create_session(harness="py-conv")
+            with pytest.raises(errors.NotFound):
+                registry.get("nope")
+    finally:
+        server.stop(0)
