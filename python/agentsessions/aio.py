@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -102,14 +102,14 @@ class AsyncClient:
         else:
             credentials = _shared.channel_credentials(tls)
             self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-        self._stub = session_pb2_grpc.SessionsStub(self._channel)
+        self._stub = cast(Any, session_pb2_grpc).SessionsStub(self._channel)
         self._metadata = _shared.auth_metadata(token)
         self.project = project
         self.timeout = timeout
 
     async def close(self) -> None:
         """Closes the channel."""
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def __aenter__(self) -> AsyncClient:
         return self

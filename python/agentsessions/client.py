@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import grpc
 
@@ -112,7 +112,7 @@ class Client:
         timeout: float | None = None,
     ) -> None:
         self._channel = _channel(target, tls)
-        self._stub = session_pb2_grpc.SessionsStub(self._channel)
+        self._stub = cast(Any, session_pb2_grpc).SessionsStub(self._channel)
         self._metadata = _shared.auth_metadata(token)
         self.project = project
         self.timeout = timeout
@@ -323,7 +323,7 @@ class RegistryClient:
 
     def __init__(self, target: str, *, tls: Tls | None = None, token: str | None = None) -> None:
         self._channel = _channel(target, tls)
-        self._stub = harness_registry_pb2_grpc.HarnessRegistryStub(self._channel)
+        self._stub = cast(Any, harness_registry_pb2_grpc).HarnessRegistryStub(self._channel)
         self._metadata = _shared.auth_metadata(token)
 
     def close(self) -> None:

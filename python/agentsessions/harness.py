@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import grpc
 from google.protobuf import struct_pb2
@@ -450,7 +450,7 @@ def start_server(harness: Harness, address: str = "127.0.0.1:0", *, max_turns: i
             ("grpc.so_reuseport", 0),
         ],
     )
-    harness_pb2_grpc.add_HarnessServicer_to_server(_Servicer(harness, runs), server)
+    cast(Any, harness_pb2_grpc).add_HarnessServicer_to_server(_Servicer(harness, runs), server)
     if address.startswith("unix:"):
         server.add_insecure_port(address)
         bound = address

@@ -188,7 +188,7 @@ class HostChatModel(BaseChatModel):
         )
         (answer,) = from_message(completion)
         assert isinstance(answer, AIMessage)
-        self._asked.update(call["id"] for call in answer.tool_calls if call.get("id"))
+        self._asked.update(call["id"] for call in answer.tool_calls if call["id"])
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
