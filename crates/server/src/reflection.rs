@@ -13,10 +13,14 @@ pub const HARNESS_REGISTRY: &str = "agentsessions.v1.HarnessRegistry";
 pub const HEALTH: &str = "grpc.health.v1.Health";
 const REFLECTION_V1: &str = "grpc.reflection.v1.ServerReflection";
 const REFLECTION_V1ALPHA: &str = "grpc.reflection.v1alpha.ServerReflection";
+/// The well-known files the contract imports (timestamp, struct), encoded by `build.rs`: a
+/// client resolving `agentsessions.v1` messages asks for them by name.
+const WELL_KNOWN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/well_known_descriptor.bin"));
 
 /// Both reflection services of a listener that serves `services` (fully qualified names)
-/// besides reflection itself. The contract's descriptors are all registered, so any type a
-/// served method uses resolves; only the names listed are advertised.
+/// besides reflection itself. The contract's descriptors (and the well-known files they import)
+/// are all registered, so any type a served method uses resolves; only the names listed are
+/// advertised.
 ///
 /// # Errors
 /// A descriptor set that does not decode.
@@ -31,6 +35,7 @@ pub fn reflection_services(
 > {
     let builder = || {
         let mut builder = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(WELL_KNOWN)
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
         for name in services.iter().copied().chain([REFLECTION_V1, REFLECTION_V1ALPHA]) {
