@@ -38,7 +38,11 @@ pub fn reflection_services(
             .register_encoded_file_descriptor_set(WELL_KNOWN)
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
-        for name in services.iter().copied().chain([REFLECTION_V1, REFLECTION_V1ALPHA]) {
+        for name in services
+            .iter()
+            .copied()
+            .chain([REFLECTION_V1, REFLECTION_V1ALPHA])
+        {
             builder = builder.with_service_name(name);
         }
         builder
