@@ -8,8 +8,9 @@ base64; JCS is RFC 8785. Records chain from ``prev_hash = ""``.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -24,24 +25,9 @@ class CanonicalError(ValueError):
     """A value that has no canonical form (NaN, infinities, non-JSON types)."""
 
 
-def _string(text: str) -> str:
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif code < 0x20:
-            out.append(
-                {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}.get(
-                    ch, f"\\u{code:04x}"
-                )
-            )
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+# The stdlib's string encoder escapes exactly what RFC 8785 escapes (`"`, `\\`, U+0000–U+001F,
+# with \b \t \n \f \r and lowercase \u00xx) and writes everything else literally.
+_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _number(value: float) -> str:
