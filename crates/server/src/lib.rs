@@ -36,6 +36,7 @@
 //! - [`streams`]: the bounded Exec and Replay response streams.
 //! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
+//! - [`reflection`]: gRPC reflection v1 and v1alpha listing only a listener's services.
 //! - `serve`: serving on TCP or a unix socket, with health, reflection, TLS and authentication.
 #![warn(missing_docs)]
 
@@ -44,6 +45,7 @@ mod builder;
 pub mod error;
 pub mod harnesses;
 mod record_page;
+pub mod reflection;
 pub mod registry;
 mod render;
 mod requests;

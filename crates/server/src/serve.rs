@@ -5,11 +5,11 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::SessionsServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
 
+use crate::reflection::{HEALTH, SESSIONS, reflection_services};
 use crate::service::SessionsService;
 
 /// Why serving stopped with an error.
@@ -143,14 +143,15 @@ async fn router(
     let health_service = tonic_health::pb::health_server::HealthServer::new(
         tonic_health::server::HealthService::from_health_reporter(health),
     );
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let (reflection, reflection_v1alpha) = reflection_services(&[SESSIONS, HEALTH])?;
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = options.tls {
         builder = builder.tls_config(tls)?;
     }
-    let router = builder.add_service(health_service).add_service(reflection);
+    let router = builder
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(reflection_v1alpha);
     Ok(match options.authenticator {
         Some(authenticator) => {
             router.add_service(tonic::service::interceptor::InterceptedService::new(

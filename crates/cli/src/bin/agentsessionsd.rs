@@ -458,6 +458,14 @@ async fn serve(
                 .tls_config(tls)
                 .context("TLS for the registry listener")?;
         }
+        let (reflection, reflection_v1alpha) =
+            agentsessions_server::reflection::reflection_services(&[
+                agentsessions_server::reflection::HARNESS_REGISTRY,
+            ])
+            .context("reflection for the registry listener")?;
+        let operator_server = operator_server
+            .add_service(reflection)
+            .add_service(reflection_v1alpha);
         let operator_router = match serve_options.authenticator.clone() {
             Some(authenticator) => {
                 operator_server.add_service(tonic::service::interceptor::InterceptedService::new(

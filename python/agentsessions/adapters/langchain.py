@@ -1,0 +1,229 @@
+"""LangChain and LangGraph on agentsessions.
+
+:class:`HostChatModel` is a LangChain chat model whose every call goes through the host's
+mediated model (``sink.model``): the host journals it, a replay serves it from the journal with
+no provider call, a resume after a crash re-asks only the call that was cut, and a fork starts
+from the recorded conversation. Tools the graph runs itself are reported as TOOL_RESULT records
+before the model sees their results (they run again on replay: keep them repeatable).
+
+:class:`LangGraphHarness` serves a graph built around that model (for example a ReAct agent
+from ``langgraph.prebuilt.create_react_agent``) as a harness.
+
+Requires the ``langgraph`` extra (``langchain-core`` and ``langgraph``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, PrivateAttr
+
+from .. import harness as h
+from .._pb import common_pb2, harness_pb2
+from .._shared import message_text
+
+
+def _text(content: str | list[str | dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for block in content:
+        if isinstance(block, str):
+            pieces.append(block)
+        elif block.get("type") == "text":
+            pieces.append(str(block.get("text", "")))
+    return "".join(pieces)
+
+
+def _text_part(text: str) -> common_pb2.Part:
+    return common_pb2.Part(text=common_pb2.TextPart(text=text))
+
+
+def to_message(message: BaseMessage) -> common_pb2.Message:
+    """The wire message of a LangChain message."""
+    text = _text(message.content)
+    if isinstance(message, SystemMessage):
+        return common_pb2.Message(role="system", parts=[_text_part(text)])
+    if isinstance(message, AIMessage):
+        parts = [_text_part(text)] if text else []
+        for call in message.tool_calls:
+            tool_call = common_pb2.ToolCall(id=call.get("id") or "", tool=call["name"], args=h.struct(call["args"]))
+            parts.append(common_pb2.Part(tool_call=tool_call))
+        return common_pb2.Message(role="assistant", parts=parts)
+    if isinstance(message, ToolMessage):
+        return common_pb2.Message(role="tool", parts=[common_pb2.Part(tool_result=tool_result(message))])
+    return common_pb2.Message(role="user", parts=[_text_part(text)])
+
+
+def tool_result(message: ToolMessage) -> common_pb2.ToolResult:
+    """The receipt of a tool the graph ran."""
+    failed = message.status == "error"
+    text = _text(message.content)
+    return common_pb2.ToolResult(
+        id=message.tool_call_id,
+        content=[_text_part(text)],
+        is_error=failed,
+        error=text if failed else "",
+    )
+
+
+def _tool_result_text(result: common_pb2.ToolResult) -> str:
+    text = "".join(p.text.text for p in result.content if p.HasField("text"))
+    if not text and result.HasField("output"):
+        text = json.dumps(json_format.MessageToDict(result.output), sort_keys=True)
+    return text
+
+
+def from_message(message: common_pb2.Message) -> list[BaseMessage]:
+    """LangChain messages for a wire message (a tool message may carry several results)."""
+    text = message_text(message)
+    if message.role == "system":
+        return [SystemMessage(content=text)]
+    if message.role == "assistant":
+        calls = [
+            {"name": p.tool_call.tool, "args": json_format.MessageToDict(p.tool_call.args), "id": p.tool_call.id}
+            for p in message.parts
+            if p.HasField("tool_call")
+        ]
+        return [AIMessage(content=text, tool_calls=calls)]
+    if message.role == "tool":
+        return [
+            ToolMessage(
+                content=_tool_result_text(p.tool_result),
+                tool_call_id=p.tool_result.id,
+                status="error" if p.tool_result.is_error else "success",
+            )
+            for p in message.parts
+            if p.HasField("tool_result")
+        ]
+    return [HumanMessage(content=text)]
+
+
+def _tool_definition(tool: dict[str, Any]) -> common_pb2.ToolDefinition:
+    function = tool.get("function", tool)
+    return common_pb2.ToolDefinition(
+        name=function["name"],
+        description=function.get("description", ""),
+        input_schema=h.struct(function.get("parameters") or {}),
+    )
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> common_pb2.ToolChoice | None:
+    if choice is None:
+        return None
+    if isinstance(choice, dict):
+        name = choice.get("function", {}).get("name", "")
+        return common_pb2.ToolChoice(mode=common_pb2.ToolChoice.MODE_REQUIRED, name=name)
+    modes = {"auto": common_pb2.ToolChoice.MODE_AUTO, "none": common_pb2.ToolChoice.MODE_NONE}
+    if choice in modes:
+        return common_pb2.ToolChoice(mode=modes[choice])
+    if choice in ("any", "required"):
+        return common_pb2.ToolChoice(mode=common_pb2.ToolChoice.MODE_REQUIRED)
+    return common_pb2.ToolChoice(mode=common_pb2.ToolChoice.MODE_REQUIRED, name=choice)
+
+
+class HostChatModel(BaseChatModel):
+    """A chat model served by the agentsessions host through ``sink`` (one per execution)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    sink: Any
+    """The execution's :class:`agentsessions.harness.Sink`."""
+    model_name: str = ""
+    """Model id to ask for; empty means the host's default."""
+
+    _asked: set[str] = PrivateAttr(default_factory=set)
+    _reported: set[str] = PrivateAttr(default_factory=set)
+
+    @property
+    def _llm_type(self) -> str:
+        return "agentsessions-host"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[Any, AIMessage]:
+        """Offers ``tools`` to the model on every call."""
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    def _report_tool_results(self, messages: list[BaseMessage]) -> None:
+        """Journals the results of tools the graph ran for calls this model asked for, once."""
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                call_id = message.tool_call_id
+                if call_id in self._asked and call_id not in self._reported:
+                    self._reported.add(call_id)
+                    self.sink.report(tool_result(message))
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self._report_tool_results(messages)
+        params = {"stop": json.dumps(stop)} if stop else {}
+        completion = self.sink.model(
+            [to_message(m) for m in messages],
+            model=self.model_name,
+            params=params,
+            tools=[_tool_definition(t) for t in kwargs.get("tools", [])],
+            tool_choice=_tool_choice(kwargs.get("tool_choice")),
+        )
+        (answer,) = from_message(completion)
+        assert isinstance(answer, AIMessage)
+        self._asked.update(call["id"] for call in answer.tool_calls if call["id"])
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+GraphBuilder = Callable[[HostChatModel], Runnable[Any, Any]]
+
+
+class LangGraphHarness:
+    """Serves a LangGraph graph as a harness. ``build`` makes the graph around the host model
+    (called once per execution); the graph takes and returns ``{"messages": [...]}``. The
+    conversation handed to it is rebuilt from the journal (``start.conversation()``)."""
+
+    def __init__(
+        self,
+        id: str,
+        build: GraphBuilder,
+        *,
+        version: str = "1",
+        tools: Sequence[str] = (),
+        recursion_limit: int = 25,
+    ) -> None:
+        self._id = id
+        self._build = build
+        self._version = version
+        self._tools = [
+            harness_pb2.ToolSpec(name=name, mediation=common_pb2.MEDIATION_IN_HARNESS_REPORTED) for name in tools
+        ]
+        self._recursion_limit = recursion_limit
+
+    def describe(self) -> harness_pb2.HarnessDescriptor:
+        return h.descriptor(self._id, version=self._version, tools=self._tools)
+
+    def run(self, start: h.Start, sink: h.Sink) -> None:
+        model = HostChatModel(sink=sink, model_name=start.model)
+        graph = self._build(model)
+        messages: list[BaseMessage] = []
+        for message in start.conversation():
+            messages.extend(from_message(message))
+        graph.invoke({"messages": messages}, config={"recursion_limit": self._recursion_limit})

@@ -1,0 +1,241 @@
+"""The OpenAI Agents SDK on agentsessions.
+
+:class:`HostModel` implements the SDK's ``Model`` so every model call of an ``Agent`` goes
+through the host's mediated model (``sink.model``): journaled, served from the journal on
+replay and resume, never sent to a provider by the harness. Function tools the agent runs
+itself are reported as TOOL_RESULT records before the model sees their outputs (they run again
+on replay: keep them repeatable).
+
+:class:`AgentsHarness` serves an agent built around that model as a harness.
+
+Requires the ``openai-agents`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from agents import Agent, FunctionTool, Runner, set_tracing_disabled
+from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+from agents.models.interface import Model
+from agents.usage import Usage
+from google.protobuf import json_format
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+from .. import harness as h
+from .._pb import common_pb2, harness_pb2
+from .._shared import message_text
+
+# Ids the SDK would otherwise take from the Responses API; never journaled (the wire message
+# drops them), so a constant keeps every request identical on replay.
+FAKE_ID = "__fake_id__"
+
+
+def _text_part(text: str) -> common_pb2.Part:
+    return common_pb2.Part(text=common_pb2.TextPart(text=text))
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for block in content or []:
+        block = block if isinstance(block, dict) else block.model_dump()
+        if block.get("type") in ("input_text", "output_text", "text"):
+            pieces.append(str(block.get("text", "")))
+    return "".join(pieces)
+
+
+def _item(item: Any) -> dict[str, Any]:
+    return item if isinstance(item, dict) else dict(item.model_dump(exclude_unset=True))
+
+
+def to_messages(system: str | None, items: str | list[TResponseInputItem]) -> list[common_pb2.Message]:
+    """Wire messages for the SDK's instructions and Responses-style input items."""
+    messages: list[common_pb2.Message] = []
+    if system:
+        messages.append(common_pb2.Message(role="system", parts=[_text_part(system)]))
+    if isinstance(items, str):
+        messages.append(common_pb2.Message(role="user", parts=[_text_part(items)]))
+        return messages
+    for raw in items:
+        item = _item(raw)
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = common_pb2.ToolCall(
+                id=item["call_id"], tool=item["name"], args=h.struct(json.loads(item.get("arguments") or "{}"))
+            )
+            if not messages or messages[-1].role != "assistant":
+                messages.append(common_pb2.Message(role="assistant"))
+            messages[-1].parts.append(common_pb2.Part(tool_call=call))
+        elif kind == "function_call_output":
+            result = common_pb2.ToolResult(id=item["call_id"], content=[_text_part(_content_text(item.get("output")))])
+            messages.append(common_pb2.Message(role="tool", parts=[common_pb2.Part(tool_result=result)]))
+        elif kind == "message":
+            role = item.get("role", "user")
+            role = "system" if role == "developer" else role
+            text = _content_text(item.get("content"))
+            messages.append(common_pb2.Message(role=role, parts=[_text_part(text)] if text else []))
+    return messages
+
+
+def _tool_output_text(result: common_pb2.ToolResult) -> str:
+    text = "".join(p.text.text for p in result.content if p.HasField("text"))
+    if not text and result.HasField("output"):
+        text = json.dumps(json_format.MessageToDict(result.output), sort_keys=True)
+    return text
+
+
+def to_items(messages: Sequence[common_pb2.Message]) -> list[TResponseInputItem]:
+    """Responses-style input items for wire messages (rebuilding a session's conversation)."""
+    items: list[TResponseInputItem] = []
+    for message in messages:
+        text = message_text(message)
+        if message.role == "assistant":
+            if text:
+                items.append(_output_message(text).model_dump(exclude_unset=True))  # type: ignore[arg-type]
+            for part in message.parts:
+                if part.HasField("tool_call"):
+                    items.append(_function_call(part.tool_call).model_dump(exclude_unset=True))  # type: ignore[arg-type]
+        elif message.role == "tool":
+            for part in message.parts:
+                if part.HasField("tool_result"):
+                    output = {"type": "function_call_output", "call_id": part.tool_result.id,
+                              "output": _tool_output_text(part.tool_result)}  # fmt: skip
+                    items.append(output)  # type: ignore[arg-type]
+        else:
+            items.append({"role": "system" if message.role == "system" else "user", "content": text})
+    return items
+
+
+def _output_message(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id=FAKE_ID,
+        content=[ResponseOutputText(text=text, type="output_text", annotations=[])],
+        role="assistant",
+        status="completed",
+        type="message",
+    )
+
+
+def _function_call(call: common_pb2.ToolCall) -> ResponseFunctionToolCall:
+    arguments = json.dumps(json_format.MessageToDict(call.args), sort_keys=True)
+    return ResponseFunctionToolCall(
+        arguments=arguments, call_id=call.id, name=call.tool, type="function_call", id=FAKE_ID, status="completed"
+    )
+
+
+def _tool_definition(tool: Any) -> common_pb2.ToolDefinition | None:
+    if not isinstance(tool, FunctionTool):
+        return None  # hosted tools (web search…) are the Responses API's, not a chat model's
+    return common_pb2.ToolDefinition(
+        name=tool.name, description=tool.description, input_schema=h.struct(tool.params_json_schema)
+    )
+
+
+class HostModel(Model):
+    """An Agents SDK model served by the agentsessions host through ``sink``."""
+
+    def __init__(self, sink: h.Sink, model: str = "") -> None:
+        self._sink = sink
+        self._model = model
+        self._asked: set[str] = set()
+        self._reported: set[str] = set()
+
+    def _report_tool_outputs(self, items: str | list[TResponseInputItem]) -> None:
+        """Journals the outputs of tools the agent ran for calls this model asked for, once."""
+        if isinstance(items, str):
+            return
+        for raw in items:
+            item = _item(raw)
+            call_id = item.get("call_id", "")
+            if item.get("type") == "function_call_output" and call_id in self._asked and call_id not in self._reported:
+                self._reported.add(call_id)
+                text = _content_text(item.get("output"))
+                self._sink.report(common_pb2.ToolResult(id=call_id, content=[_text_part(text)]))
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        self._report_tool_outputs(input)
+        definitions = [d for d in (_tool_definition(t) for t in tools) if d is not None]
+        params: dict[str, str] = {}
+        if model_settings.temperature is not None:
+            params["temperature"] = str(model_settings.temperature)
+        # The sink blocks on the host's answer; keep the agent's event loop free meanwhile.
+        completion = await asyncio.to_thread(
+            self._sink.model,
+            to_messages(system_instructions, input),
+            model=self._model,
+            params=params,
+            tools=definitions,
+        )
+        output: list[Any] = []
+        text = message_text(completion)
+        if text:
+            output.append(_output_message(text))
+        for part in completion.parts:
+            if part.HasField("tool_call"):
+                self._asked.add(part.tool_call.id)
+                output.append(_function_call(part.tool_call))
+        return ModelResponse(output=output, usage=Usage(requests=1), response_id=None)
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("the host model is not streamed to the harness; use Runner.run")
+        yield  # pragma: no cover
+
+
+AgentBuilder = Callable[[HostModel], Agent[Any]]
+
+
+class AgentsHarness:
+    """Serves an Agents SDK agent as a harness. ``build`` makes the agent around the host
+    model (once per execution); the input is the session's conversation rebuilt from the
+    journal."""
+
+    def __init__(
+        self, id: str, build: AgentBuilder, *, version: str = "1", tools: Sequence[str] = (), max_turns: int = 10
+    ) -> None:
+        self._id = id
+        self._build = build
+        self._version = version
+        self._tools = [
+            harness_pb2.ToolSpec(name=name, mediation=common_pb2.MEDIATION_IN_HARNESS_REPORTED) for name in tools
+        ]
+        self._max_turns = max_turns
+        # The SDK's tracing exports to OpenAI; a harness must not reach a provider by itself.
+        set_tracing_disabled(True)
+
+    def describe(self) -> harness_pb2.HarnessDescriptor:
+        return h.descriptor(self._id, version=self._version, tools=self._tools)
+
+    async def run(self, start: h.Start, sink: h.Sink) -> None:
+        agent = self._build(HostModel(sink, start.model))
+        await Runner.run(agent, to_items(start.conversation()), max_turns=self._max_turns)
