@@ -12,15 +12,47 @@
 //! 5. fork at turn 500 of a 1,000-turn session into 16 children: one call per child, and all 16
 //!    in one call.
 //!
+//! 6. memory per idle session: the state a host keeps of that 1,000-turn session, measured with
+//!    a counting allocator, beside the estimate the state budget uses.
+//!
 //! Run with `cargo bench -p agentsessions-cli --bench turns`; `BENCH_QUICK=1` for a smoke run
-//! (1,000 turns instead of 10,000 in row 2). `BENCH_ONLY=012345` picks rows.
+//! (1,000 turns instead of 10,000 in row 2). `BENCH_ONLY=0123456` picks rows.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
+// Row 6 counts allocations with a global allocator, which is `unsafe` to implement; the bench
+// binary only, never a library.
+#![allow(unsafe_code)]
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentsessions_cli::host::{HostConfig, build_service, open_journal};
 use agentsessions_client::{Client, ExecOptions, ForkOptions};
+use agentsessions_placement::SessionState;
+
+/// Counts the bytes the process holds, for row 6.
+struct Counting;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 /// A 100-character user input (the issue's turn shape), numbered so no two are equal.
 fn input(turn: usize) -> String {
@@ -178,8 +210,23 @@ fn main() {
             report("3. 64 sessions x 50 turns, aggregate", &latencies, started.elapsed());
         }
 
-        if wanted('4') || wanted('5') {
+        if wanted('4') || wanted('5') || wanted('6') {
             let (uid, _) = turns_on(client.clone(), String::new(), 1_000).await;
+            if wanted('6') {
+                let reader = open_journal(path.to_str().unwrap(), "").await.unwrap();
+                let before = HELD.load(Ordering::Relaxed);
+                let records = reader.read(&uid, 1, 0).await.unwrap();
+                let count = records.len();
+                let state = SessionState::load(&uid, records);
+                let held = HELD.load(Ordering::Relaxed).saturating_sub(before);
+                println!(
+                    "6. memory per idle session, 1,000 turns ({count} records): {held} bytes \
+                     measured ({} per record), {} estimated",
+                    held / count.max(1),
+                    state.bytes()
+                );
+                drop(state);
+            }
             let mut c = client.clone();
             if wanted('4') {
                 let mut reads = Vec::new();
