@@ -117,12 +117,20 @@ fn raw_fsync(dir: &std::path::Path, n: usize) {
         file.sync_data().unwrap();
         latencies.push(t.elapsed());
     }
-    report("0. raw write+fdatasync (128 bytes)", &latencies, started.elapsed());
+    report(
+        "0. raw write+fdatasync (128 bytes)",
+        &latencies,
+        started.elapsed(),
+    );
     drop(std::fs::remove_file(path));
 }
 
 /// Runs `turns` turns on `session` (a new one when empty); returns the uid and each latency.
-async fn turns_on(mut client: Client, mut session: String, turns: usize) -> (String, Vec<Duration>) {
+async fn turns_on(
+    mut client: Client,
+    mut session: String,
+    turns: usize,
+) -> (String, Vec<Duration>) {
     let mut latencies = Vec::with_capacity(turns);
     for t in 0..turns {
         let begun = Instant::now();
@@ -207,7 +215,11 @@ fn main() {
             for task in tasks {
                 latencies.extend(task.await.unwrap().1);
             }
-            report("3. 64 sessions x 50 turns, aggregate", &latencies, started.elapsed());
+            report(
+                "3. 64 sessions x 50 turns, aggregate",
+                &latencies,
+                started.elapsed(),
+            );
         }
 
         if wanted('4') || wanted('5') || wanted('6') {

@@ -101,9 +101,8 @@ impl LogView {
         let Some(gate) = scan.selected() else {
             return false;
         };
-        tail.iter().any(|r| {
-            !r.event.execution_id.is_empty() && r.event.execution_id != gate.execution_id
-        })
+        tail.iter()
+            .any(|r| !r.event.execution_id.is_empty() && r.event.execution_id != gate.execution_id)
     }
 
     /// The records, seq 1 to the head.
@@ -226,8 +225,8 @@ fn part_text_len(part: &agentsessions_api::Part) -> usize {
 #[cfg(test)]
 mod tests {
     use agentsessions_api::{
-        ApprovalRequest, ApprovalResult, EventKind, ExecutionStart, HarnessEnd, Lifecycle,
-        Message, ToolCall, ToolResult,
+        ApprovalRequest, ApprovalResult, EventKind, ExecutionStart, HarnessEnd, Lifecycle, Message,
+        ToolCall, ToolResult,
     };
 
     use super::*;
@@ -374,7 +373,11 @@ mod tests {
                 view.extend(all[at..next].to_vec());
                 at = next;
                 let whole = LogView::new(all[..at].to_vec());
-                assert_eq!(readings(&view), readings(&whole), "chunk {chunk}, head {at}");
+                assert_eq!(
+                    readings(&view),
+                    readings(&whole),
+                    "chunk {chunk}, head {at}"
+                );
                 let fresh = ApprovalScan::scan(&all[..at], 0).unwrap();
                 assert_eq!(
                     format!("{:?} {:?}", view.approvals().unwrap().gates, fresh.gates),

@@ -94,7 +94,11 @@ async fn fork_children_and_parent_keep_their_own_logs() {
             Some(parent_head as usize)
         );
         host.exec(turn(child)).await.unwrap();
-        let child_state = host.states().current(journal.as_ref(), child).await.unwrap();
+        let child_state = host
+            .states()
+            .current(journal.as_ref(), child)
+            .await
+            .unwrap();
         assert_eq!(
             child_state.records(),
             &journal.read(child, 1, 0).await.unwrap()[..]
@@ -119,7 +123,11 @@ async fn a_delete_by_another_host_refuses_effects_here() {
             matches!(refused, PlacementError::DeletionPending(_)),
             "{refused:?}"
         );
-        let state = host_a.states().current(journal.as_ref(), "s").await.unwrap();
+        let state = host_a
+            .states()
+            .current(journal.as_ref(), "s")
+            .await
+            .unwrap();
         assert!(state.facts().deleted());
     }
 }
@@ -160,7 +168,11 @@ async fn eviction_under_a_tiny_byte_budget_stays_exact() {
         let small = placer(Arc::clone(&journal), &runtime).with_state_budget(budget);
         small.exec(turn("a")).await.unwrap();
         small.exec(turn("b")).await.unwrap();
-        assert_eq!(small.states().len(), 1, "one session fits, the older one went");
+        assert_eq!(
+            small.states().len(),
+            1,
+            "one session fits, the older one went"
+        );
         assert!(small.states().bytes() <= budget);
         for uid in ["a", "b", "a"] {
             let head = journal.head(uid).await.unwrap();

@@ -12,8 +12,8 @@ use super::Placer;
 use crate::backend::DescriptorSource;
 use crate::describe::describe_within;
 use crate::error::{PlacementError, Result};
-use crate::states::SessionState;
 use crate::registry::Route;
+use crate::states::SessionState;
 
 impl Placer {
     /// The admission gate of semantics §4.1 on one descriptor, plus the model policy of

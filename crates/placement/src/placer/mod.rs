@@ -220,12 +220,7 @@ impl Placer {
 
     /// The route for Resume/Suspend/recovery: the pending execution's recorded harness when there
     /// is one (it must be served here), else the stored one; the pin rule applies to the choice.
-    fn recorded_route(
-        &self,
-        uid: &str,
-        info: &SessionInfo,
-        state: &SessionState,
-    ) -> Result<Route> {
+    fn recorded_route(&self, uid: &str, info: &SessionInfo, state: &SessionState) -> Result<Route> {
         let chosen = match pending_harness(state) {
             Some(recorded) if !self.registry.contains(&recorded) => {
                 return Err(PlacementError::RecordedHarnessNotServed {

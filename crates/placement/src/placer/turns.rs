@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::guard::Held;
-use crate::states::SessionState;
 use crate::registry::Route;
+use crate::states::SessionState;
 
 /// How long Cancel waits for the cancelled turn to unwind.
 const CANCEL_UNWIND_WAIT: Duration = Duration::from_secs(5);
