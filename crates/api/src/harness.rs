@@ -200,21 +200,52 @@ pub struct Start {
     pub resume_from_seq: i64,
 }
 
+/// Where a [`History`] reads its events: one copy of a session's log, shared by every history
+/// cut from it. A host that keeps a session's records between turns implements it over its own
+/// storage, so a turn hands its harness the log without copying it.
+pub trait HistorySource: Send + Sync {
+    /// How many events the source holds.
+    fn len(&self) -> usize;
+    /// Whether the source holds no event.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The event at `index` (journal order, from 0), `None` past the end.
+    fn event(&self, index: usize) -> Option<&Event>;
+}
+
+impl HistorySource for Vec<Event> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn event(&self, index: usize) -> Option<&Event> {
+        self.get(index)
+    }
+}
+
 /// An execution's history: the session's events before it, in journal order.
 ///
-/// It is a shared, read-only prefix of one copy of the log, so handing every execution of a
-/// replay its history costs one copy, not one per execution. It dereferences to `[Event]`.
-#[derive(Clone, Default)]
+/// It is a shared, read-only prefix of one copy of the log ([`HistorySource`]), so handing every
+/// execution of a replay its history costs one copy, not one per execution, and a host that
+/// keeps the log between turns hands it over without any copy.
+#[derive(Clone)]
 pub struct History {
-    events: Arc<[Event]>,
+    source: Arc<dyn HistorySource>,
     len: usize,
 }
 
+impl Default for History {
+    fn default() -> Self {
+        Self::from(Vec::new())
+    }
+}
+
 impl History {
-    /// The whole of `events`.
-    pub fn new(events: Arc<[Event]>) -> Self {
-        let len = events.len();
-        Self { events, len }
+    /// The whole of `source`.
+    pub fn new(source: Arc<dyn HistorySource>) -> Self {
+        let len = source.len();
+        Self { source, len }
     }
 
     /// The first `len` events of this history (all of them when `len` is larger), sharing the
@@ -222,19 +253,95 @@ impl History {
     #[must_use]
     pub fn prefix(&self, len: usize) -> Self {
         Self {
-            events: Arc::clone(&self.events),
+            source: Arc::clone(&self.source),
             len: len.min(self.len),
         }
     }
-}
 
-impl std::ops::Deref for History {
-    type Target = [Event];
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.len
+    }
 
-    fn deref(&self) -> &[Event] {
-        self.events.get(..self.len).unwrap_or_default()
+    /// Whether there is no event.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The event at `index`, `None` past the end.
+    pub fn get(&self, index: usize) -> Option<&Event> {
+        if index < self.len {
+            self.source.event(index)
+        } else {
+            None
+        }
+    }
+
+    /// The events in journal order.
+    pub fn iter(&self) -> HistoryIter<'_> {
+        HistoryIter {
+            history: self,
+            front: 0,
+            back: self.len,
+        }
+    }
+
+    /// The events, copied.
+    pub fn to_vec(&self) -> Vec<Event> {
+        self.iter().cloned().collect()
     }
 }
+
+impl<'a> IntoIterator for &'a History {
+    type Item = &'a Event;
+    type IntoIter = HistoryIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// The events of a [`History`] in journal order.
+#[derive(Debug, Clone)]
+pub struct HistoryIter<'a> {
+    history: &'a History,
+    front: usize,
+    back: usize,
+}
+
+impl<'a> Iterator for HistoryIter<'a> {
+    type Item = &'a Event;
+
+    fn next(&mut self) -> Option<&'a Event> {
+        while self.front < self.back {
+            let index = self.front;
+            self.front += 1;
+            if let Some(event) = self.history.get(index) {
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.back - self.front;
+        (left, Some(left))
+    }
+}
+
+impl DoubleEndedIterator for HistoryIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        while self.front < self.back {
+            self.back -= 1;
+            if let Some(event) = self.history.get(self.back) {
+                return Some(event);
+            }
+        }
+        None
+    }
+}
+
+impl ExactSizeIterator for HistoryIter<'_> {}
 
 impl fmt::Debug for History {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -244,19 +351,19 @@ impl fmt::Debug for History {
 
 impl PartialEq for History {
     fn eq(&self, other: &Self) -> bool {
-        **self == **other
+        self.len == other.len && self.iter().eq(other.iter())
     }
 }
 
 impl From<Vec<Event>> for History {
     fn from(events: Vec<Event>) -> Self {
-        Self::new(events.into())
+        Self::new(Arc::new(events))
     }
 }
 
 impl FromIterator<Event> for History {
     fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
-        Self::new(iter.into_iter().collect())
+        Self::from(iter.into_iter().collect::<Vec<_>>())
     }
 }
 

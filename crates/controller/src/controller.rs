@@ -24,12 +24,10 @@ use crate::effects::Recorded;
 use crate::error::{ControllerError, Result};
 use crate::hooks::{Cancellations, IdSource, Observer, ToolExecutor};
 use crate::legacy::legacy_execution_id;
-use crate::log::{
-    Execution, ExecutionLog, check_identity, history_for, history_of_log, legacy_tail,
-    needs_identity_check, shared_history,
-};
+use crate::log::{Execution, check_identity, history_for, legacy_tail, needs_identity_check};
 use crate::settings::TurnSettings;
 use crate::sink::{Mode, Sink, SinkContext};
+use crate::view::LogView;
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -370,9 +368,19 @@ impl Controller {
         request: ExecRequest,
         records: Vec<LogRecord>,
     ) -> Result<TurnOutcome> {
+        self.exec_view(request, &LogView::new(records)).await
+    }
+
+    /// [`Controller::exec`] on `view`, the session's log as the host keeps it (see
+    /// [`LogView`]): nothing is read, grouped or copied again, and the harness's history shares
+    /// the view's records. A view older than the head is refused by the opening commit's CAS.
+    ///
+    /// # Errors
+    /// As [`Controller::exec`].
+    pub async fn exec_view(&self, request: ExecRequest, view: &LogView) -> Result<TurnOutcome> {
         self.require_session()?;
-        ExecutionLog::read(&records)?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        view.log()?;
+        let scan = view.approvals()?;
         if let Some(gate) = scan.selected()
             && gate.blocks_new_input()
         {
@@ -384,7 +392,7 @@ impl Controller {
         let default_model = self.default_model()?;
         let descriptor = self.describe(request.deadline).await?;
         let execution_id = self.settings.ids.execution_id();
-        let head = records.last().map_or(0, |r| r.seq);
+        let head = view.head();
         let expected = request.expected_last_seq.unwrap_or(head);
         let marker = ExecutionStart {
             model: default_model.clone(),
@@ -425,7 +433,7 @@ impl Controller {
             model: default_model.clone(),
             session_uid: self.session.clone(),
             config: request.config,
-            history: history_of_log(&descriptor, records),
+            history: history_for(&descriptor, &view.history(), usize::MAX),
             inputs: request.inputs,
             identity: self.turn_identity(&execution_id),
             resume_from_seq: request.resume_from_seq,
@@ -506,13 +514,27 @@ impl Controller {
     /// As [`Controller::resume`].
     pub async fn resume_until(&self, deadline: Option<SystemTime>) -> Result<ResumeOutcome> {
         let records = self.read_all().await?;
+        self.resume_view(deadline, &LogView::new(records)).await
+    }
+
+    /// [`Controller::resume_until`] on `view`, the session's log as the host keeps it (see
+    /// [`LogView`]): only the pending execution's records are looked at again.
+    ///
+    /// # Errors
+    /// As [`Controller::resume`].
+    pub async fn resume_view(
+        &self,
+        deadline: Option<SystemTime>,
+        view: &LogView,
+    ) -> Result<ResumeOutcome> {
+        let records = view.records();
         if records.is_empty() {
             return Ok(ResumeOutcome::default());
         }
-        let log = ExecutionLog::read(&records)?;
+        let log = view.log()?;
         let pending = match log.last() {
             Some(last) => last.clone(),
-            None if log.has_legacy => match legacy_tail(&records, log.legacy_end) {
+            None if log.has_legacy => match legacy_tail(records, log.legacy_end) {
                 Some(tail) => tail,
                 None => return Ok(ResumeOutcome::default()),
             },
@@ -525,8 +547,8 @@ impl Controller {
         pending.check_inputs()?;
         let head = records.last().map_or(0, |r| r.seq);
         if !pending.legacy {
-            self.intercept_approval(&pending, &records).await?;
-            pending.check_inherited_intents(&records, log.last_fork_seq)?;
+            self.intercept_approval(&pending, view.approvals()?).await?;
+            pending.check_inherited_intents(records, log.last_fork_seq)?;
         }
         let execution_id = if pending.legacy {
             legacy_execution_id(&self.session, &records[pending.anchor])?
@@ -534,9 +556,9 @@ impl Controller {
             pending.id.clone()
         };
         let only = [&pending];
-        let descriptor = if needs_identity_check(&only, &records) {
+        let descriptor = if needs_identity_check(&only, records) {
             let descriptor = self.describe(deadline).await?;
-            check_identity(&only, &records, self.served_name(&descriptor), &descriptor)?;
+            check_identity(&only, records, self.served_name(&descriptor), &descriptor)?;
             descriptor
         } else {
             // Needed only for a gated call's preconditions; ask once, lazily would need the
@@ -545,14 +567,14 @@ impl Controller {
         };
         let mut start = self.recorded_start(
             &pending,
-            &shared_history(&records),
+            &view.history(),
             pending.first,
             execution_id,
             &descriptor,
         );
         // The re-driven turn runs live, so its harness may mint like a new one.
         start.identity = self.turn_identity(&start.execution_id);
-        let recorded = Recorded::new(pending.effect_records(&records));
+        let recorded = Recorded::new(pending.effect_records(records));
         let ctx = self.sink(
             Mode::Resume,
             &pending.id,
@@ -575,8 +597,7 @@ impl Controller {
 
     /// Step 3 of semantics §3.4: a gate of this execution without a receipt is handled without
     /// running anything — a missing request is written, an undecided one parks again.
-    async fn intercept_approval(&self, pending: &Execution, records: &[LogRecord]) -> Result<()> {
-        let scan = ApprovalScan::scan(records, 0)?;
+    async fn intercept_approval(&self, pending: &Execution, scan: &ApprovalScan) -> Result<()> {
         if let ResumeStep::Request(gate) = scan.resume_step(&pending.id)? {
             let request = Event::new(
                 EventKind::ApprovalRequest,
@@ -612,7 +633,24 @@ impl Controller {
     ) -> Result<LogRecord> {
         self.require_session()?;
         let records = self.read_all().await?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        self.approve_view(decision, decided_at, &LogView::new(records))
+            .await
+    }
+
+    /// [`Controller::approve`] on `view`, the session's log as the host keeps it (see
+    /// [`LogView`]); the decision is written at the view's head, so a view older than the head
+    /// is refused by the CAS.
+    ///
+    /// # Errors
+    /// As [`Controller::approve`].
+    pub async fn approve_view(
+        &self,
+        decision: &ApprovalDecision,
+        decided_at: Timestamp,
+        view: &LogView,
+    ) -> Result<LogRecord> {
+        self.require_session()?;
+        let scan = view.approvals()?;
         if let DecisionAdmission::AlreadyRecorded(existing) = scan.admit_decision(decision)? {
             return Ok(existing.clone());
         }

@@ -24,6 +24,7 @@
 //!   [`TokenMinting`].
 //! - [`settings`] — [`TurnSettings`], what every turn of a host shares.
 //! - [`legacy`] — the compatibility id of v0.1.2 turns.
+//! - [`view`] — [`LogView`], a session's decoded log and readings kept between operations.
 //! - [`mod@error`] — [`ControllerError`].
 #![warn(missing_docs)]
 
@@ -36,6 +37,7 @@ pub mod legacy;
 pub mod log;
 pub mod settings;
 mod sink;
+pub mod view;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
@@ -43,3 +45,4 @@ pub use hooks::{
     Cancellations, IdSource, Observer, RandomIds, TokenMinting, ToolCallContext, ToolExecutor,
 };
 pub use settings::TurnSettings;
+pub use view::LogView;

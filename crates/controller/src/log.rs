@@ -229,6 +229,11 @@ pub fn shared_history(records: &[LogRecord]) -> History {
 }
 
 /// The journal read as executions.
+///
+/// It is built incrementally: [`ExecutionLog::extend`] reads only the records appended since
+/// the last call, so a host that keeps it between turns pays for the new records only (a log
+/// that is still all legacy re-derives its legacy execution, the one part that depends on the
+/// whole prefix).
 #[derive(Debug, Clone, Default)]
 pub struct ExecutionLog {
     /// End (exclusive index) of the legacy prefix; 0 when the log has no legacy events.
@@ -242,6 +247,14 @@ pub struct ExecutionLog {
     pub executions: Vec<Execution>,
     /// Seq of the latest LIFECYCLE FORK marker, 0 when none.
     pub last_fork_seq: i64,
+    /// Records read so far.
+    read: usize,
+    /// Whether the first id-bearing event (the end of the legacy prefix) was seen.
+    prefix_closed: bool,
+    /// The last id-less execution kind of the legacy prefix.
+    last_legacy_kind: Option<EventKind>,
+    /// Index into `executions` by execution id.
+    by_id: HashMap<String, usize>,
 }
 
 fn invalid(reason: String) -> ControllerError {
@@ -284,120 +297,154 @@ impl ExecutionLog {
     /// [`ControllerError::InvalidExecutionLog`] when the log breaks the grouping rules.
     pub fn read(records: &[LogRecord]) -> Result<Self> {
         let mut log = Self::default();
-        let mut boundary = records.len();
-        let mut last_legacy_kind = None;
-        for (i, record) in records.iter().enumerate() {
-            let event = &record.event;
-            if event.kind == EventKind::Lifecycle {
-                continue;
-            }
-            if event.kind == EventKind::ExecutionStart && event.execution_id.is_empty() {
-                return Err(invalid(format!(
-                    "seq {}: EXECUTION_START without an execution id",
-                    record.seq
-                )));
-            }
-            if !event.execution_id.is_empty() {
-                boundary = i;
-                break;
-            }
-            if !is_legacy_kind(event.kind) {
-                return Err(invalid(format!(
-                    "seq {}: {} without an execution id",
-                    record.seq,
-                    event.kind.as_str()
-                )));
-            }
-            last_legacy_kind = Some(event.kind);
-        }
-        log.has_legacy = last_legacy_kind.is_some();
-        if log.has_legacy {
-            log.legacy_end = boundary;
-            if boundary < records.len()
-                && records[boundary].event.kind != EventKind::ExecutionStart
-                && last_legacy_kind != Some(EventKind::End)
-            {
-                return Err(invalid(format!(
-                    "seq {}: a modern event follows an unfinished legacy turn; resume the legacy \
-                     turn first",
-                    records[boundary].seq
-                )));
-            }
-            log.legacy = legacy_execution(records, boundary);
-        }
+        log.extend(records)?;
+        Ok(log)
+    }
 
-        let mut by_id: HashMap<&str, usize> = HashMap::new();
-        for (i, record) in records.iter().enumerate() {
-            let event = &record.event;
-            if event.kind == EventKind::Lifecycle {
-                if event
-                    .lifecycle()
-                    .is_some_and(|l| l.kind == LifecycleKind::Fork)
+    /// How many records this reading covers.
+    pub fn records_read(&self) -> usize {
+        self.read
+    }
+
+    /// Reads the records of `records` past the ones already read; `records` is the whole log
+    /// again, its first [`ExecutionLog::records_read`] records unchanged. After an error the
+    /// reading is unusable (the log stays invalid whatever is appended).
+    ///
+    /// # Errors
+    /// [`ControllerError::InvalidExecutionLog`] when the new records break the grouping rules.
+    pub fn extend(&mut self, records: &[LogRecord]) -> Result<()> {
+        let from = self.read.min(records.len());
+        for (offset, record) in records[from..].iter().enumerate() {
+            self.read_one(records, from + offset, record)?;
+        }
+        self.read = records.len();
+        if !self.prefix_closed {
+            // Still no modern event: the legacy execution covers the whole log so far.
+            self.has_legacy = self.last_legacy_kind.is_some();
+            if self.has_legacy {
+                self.legacy_end = records.len();
+                self.legacy = legacy_execution(records, records.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// The legacy-prefix rules (semantics §3.6) for a record before the first modern event.
+    fn read_prefix(&mut self, records: &[LogRecord], i: usize, record: &LogRecord) -> Result<()> {
+        let event = &record.event;
+        if event.kind == EventKind::Lifecycle {
+            return Ok(());
+        }
+        if event.kind == EventKind::ExecutionStart && event.execution_id.is_empty() {
+            return Err(invalid(format!(
+                "seq {}: EXECUTION_START without an execution id",
+                record.seq
+            )));
+        }
+        if !event.execution_id.is_empty() {
+            self.prefix_closed = true;
+            self.has_legacy = self.last_legacy_kind.is_some();
+            if self.has_legacy {
+                self.legacy_end = i;
+                if event.kind != EventKind::ExecutionStart
+                    && self.last_legacy_kind != Some(EventKind::End)
                 {
-                    log.last_fork_seq = record.seq;
-                }
-                continue;
-            }
-            if i < log.legacy_end {
-                continue;
-            }
-            if event.execution_id.is_empty() {
-                return Err(invalid(format!(
-                    "seq {}: {} without an execution id after modern events",
-                    record.seq,
-                    event.kind.as_str()
-                )));
-            }
-            let index = match by_id.get(event.execution_id.as_str()) {
-                Some(&index) => index,
-                None => {
-                    log.executions.push(Execution {
-                        id: event.execution_id.clone(),
-                        first: i,
-                        anchor: i,
-                        ..Execution::default()
-                    });
-                    by_id.insert(&event.execution_id, log.executions.len() - 1);
-                    log.executions.len() - 1
-                }
-            };
-            let execution = &mut log.executions[index];
-            match event.kind {
-                EventKind::ExecutionStart => {
-                    if execution.first != i {
-                        return Err(invalid(format!(
-                            "seq {}: EXECUTION_START is not the first event of execution {}",
-                            record.seq, execution.id
-                        )));
-                    }
-                    let Some(start) = event.execution_start() else {
-                        return Err(invalid(format!(
-                            "seq {}: EXECUTION_START without a body",
-                            record.seq
-                        )));
-                    };
-                    execution.start = Some(start.clone());
-                }
-                EventKind::Input => add_input(execution, event.message()),
-                EventKind::End => execution.end = Some(i),
-                EventKind::Error => {}
-                EventKind::Parked => {
                     return Err(invalid(format!(
-                        "seq {}: PARKED is transport-only and must never be journaled",
+                        "seq {}: a modern event follows an unfinished legacy turn; resume the \
+                         legacy turn first",
                         record.seq
                     )));
                 }
-                kind if is_effect_kind(kind) => execution.effects.push(i),
-                other => {
+                self.legacy = legacy_execution(records, i);
+            }
+            return Ok(());
+        }
+        if !is_legacy_kind(event.kind) {
+            return Err(invalid(format!(
+                "seq {}: {} without an execution id",
+                record.seq,
+                event.kind.as_str()
+            )));
+        }
+        self.last_legacy_kind = Some(event.kind);
+        Ok(())
+    }
+
+    fn read_one(&mut self, records: &[LogRecord], i: usize, record: &LogRecord) -> Result<()> {
+        if !self.prefix_closed {
+            self.read_prefix(records, i, record)?;
+        }
+        let event = &record.event;
+        if event.kind == EventKind::Lifecycle {
+            if event
+                .lifecycle()
+                .is_some_and(|l| l.kind == LifecycleKind::Fork)
+            {
+                self.last_fork_seq = record.seq;
+            }
+            return Ok(());
+        }
+        if !self.prefix_closed {
+            // An id-less event of the legacy prefix: part of no modern execution.
+            return Ok(());
+        }
+        if event.execution_id.is_empty() {
+            return Err(invalid(format!(
+                "seq {}: {} without an execution id after modern events",
+                record.seq,
+                event.kind.as_str()
+            )));
+        }
+        let index = match self.by_id.get(event.execution_id.as_str()) {
+            Some(&index) => index,
+            None => {
+                self.executions.push(Execution {
+                    id: event.execution_id.clone(),
+                    first: i,
+                    anchor: i,
+                    ..Execution::default()
+                });
+                self.by_id
+                    .insert(event.execution_id.clone(), self.executions.len() - 1);
+                self.executions.len() - 1
+            }
+        };
+        let execution = &mut self.executions[index];
+        match event.kind {
+            EventKind::ExecutionStart => {
+                if execution.first != i {
                     return Err(invalid(format!(
-                        "seq {}: unexpected {} record",
-                        record.seq,
-                        other.as_str()
+                        "seq {}: EXECUTION_START is not the first event of execution {}",
+                        record.seq, execution.id
                     )));
                 }
+                let Some(start) = event.execution_start() else {
+                    return Err(invalid(format!(
+                        "seq {}: EXECUTION_START without a body",
+                        record.seq
+                    )));
+                };
+                execution.start = Some(start.clone());
+            }
+            EventKind::Input => add_input(execution, event.message()),
+            EventKind::End => execution.end = Some(i),
+            EventKind::Error => {}
+            EventKind::Parked => {
+                return Err(invalid(format!(
+                    "seq {}: PARKED is transport-only and must never be journaled",
+                    record.seq
+                )));
+            }
+            kind if is_effect_kind(kind) => execution.effects.push(i),
+            other => {
+                return Err(invalid(format!(
+                    "seq {}: unexpected {} record",
+                    record.seq,
+                    other.as_str()
+                )));
             }
         }
-        Ok(log)
+        Ok(())
     }
 
     /// The execution a resume would pick: the last one, modern or (for a pure legacy log) the

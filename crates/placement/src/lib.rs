@@ -30,6 +30,7 @@ pub mod guard;
 pub mod history;
 pub mod placer;
 pub mod registry;
+pub mod states;
 
 pub use agentsessions_controller::TokenMinting;
 pub use backend::{Attached, Backend, DescriptorSource};
@@ -41,3 +42,4 @@ pub use placer::{
     SessionCompute,
 };
 pub use registry::{Registry, Route, Source};
+pub use states::{DEFAULT_STATE_BUDGET, SessionState, SessionStates};

@@ -7,14 +7,13 @@ use std::time::SystemTime;
 
 use agentsessions_api::{ApiError, Descriptor, Harness, Incarnation};
 use agentsessions_controller::ControllerError;
-use agentsessions_journal::LogRecord;
 
 use super::Placer;
 use crate::backend::DescriptorSource;
 use crate::describe::describe_within;
 use crate::error::{PlacementError, Result};
-use crate::history;
 use crate::registry::Route;
+use crate::states::SessionState;
 
 impl Placer {
     /// The admission gate of semantics §4.1 on one descriptor, plus the model policy of
@@ -96,13 +95,13 @@ impl Placer {
     pub(super) fn check_instance(
         session: &str,
         harness: &str,
-        records: &[LogRecord],
+        state: &SessionState,
         incarnation: &Incarnation,
     ) -> Result<()> {
         if incarnation.compute_instance.is_empty() {
             return Ok(());
         }
-        let recorded = history::recorded_instance(records, harness);
+        let recorded = state.facts().recorded_instance(harness);
         if !recorded.is_empty() && recorded != incarnation.compute_instance {
             return Err(PlacementError::InstanceMismatch {
                 session: session.to_owned(),

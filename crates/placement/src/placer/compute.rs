@@ -11,7 +11,6 @@ use agentsessions_api::{ComputeRef, ComputeState, Incarnation};
 use agentsessions_journal::SessionInfo;
 
 use super::Placer;
-use crate::history;
 
 /// Bound on a runtime's status answer; past it the journal's view stands, so a slow backend
 /// cannot hold up a Get or a List.
@@ -60,18 +59,17 @@ impl Placer {
             return recorded;
         }
         let uid = info.row.uid.as_str();
-        let Ok(records) = self.journal.read(uid, 1, info.last_seq).await else {
+        let Ok(state) = self.state(uid).await else {
             return recorded;
         };
-        let harness =
-            history::pending_harness(&records).unwrap_or_else(|| info.row.harness.clone());
+        let harness = super::pending_harness(&state).unwrap_or_else(|| info.row.harness.clone());
         let Ok(route) = self.registry.resolve(&harness) else {
             return recorded;
         };
         let target = Incarnation {
             id: uid.to_owned(),
-            compute_instance: history::recorded_instance(&records, &route.name),
-            recorded_checkpoint: history::recorded_checkpoint(&records, uid),
+            compute_instance: state.facts().recorded_instance(&route.name),
+            recorded_checkpoint: state.facts().recorded_checkpoint(),
             fence_token: info.fence,
             ..Incarnation::default()
         };

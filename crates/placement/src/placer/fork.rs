@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use agentsessions_api::{
     EventBody, ForkOpts, IdentityRef, Incarnation, LifecycleKind, SnapshotKind, SnapshotRef,
 };
-use agentsessions_journal::{JournalError, LogRecord, SessionRow};
+use agentsessions_journal::{JournalError, SessionRow};
 
-use super::{Placer, head_of, lifecycle, runtime_err};
+use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
-use crate::history;
 use crate::registry::Route;
+use crate::states::SessionState;
 
 /// Most children one Fork may create (semantics §4.4).
 pub const MAX_FORK_COUNT: usize = 128;
@@ -65,10 +65,10 @@ impl Placer {
             });
         }
         let info = self.info(parent).await?;
-        let records = self.live_records(&info).await?;
+        let state = self.live_state(&info).await?;
         let route = self.registry.resolve(&info.row.harness)?;
         let descriptor = self.admit(&route, None).await?;
-        let head = head_of(&records);
+        let head = state.head();
         let at = if call.at_seq <= 0 { head } else { call.at_seq };
         if at < 1 || at > head {
             return Err(PlacementError::ForkOutOfRange { at, head });
@@ -78,7 +78,7 @@ impl Placer {
             .resumability
             .requires_memory_snapshot();
         let source = if memory {
-            self.checkpoint_for_fork(&route, parent, at, head, &records)
+            self.checkpoint_for_fork(&route, parent, at, head, &state)
                 .await?
         } else {
             SnapshotRef {
@@ -136,7 +136,7 @@ impl Placer {
         parent: &str,
         at: i64,
         head: i64,
-        records: &[LogRecord],
+        state: &SessionState,
     ) -> Result<SnapshotRef> {
         if at != head {
             return Err(PlacementError::ForkNotAtHead {
@@ -157,8 +157,8 @@ impl Placer {
         }
         let target = Incarnation {
             id: parent.to_owned(),
-            compute_instance: history::recorded_instance(records, &route.name),
-            recorded_checkpoint: history::recorded_checkpoint(records, parent),
+            compute_instance: state.facts().recorded_instance(&route.name),
+            recorded_checkpoint: state.facts().recorded_checkpoint(),
             fence_token: fence,
             ..Incarnation::default()
         };

@@ -37,12 +37,12 @@ use agentsessions_api::{
     SnapshotRef,
 };
 use agentsessions_controller::{IdSource, TokenMinting, ToolExecutor, TurnSettings};
-use agentsessions_journal::{Journal, LogRecord, SessionInfo};
+use agentsessions_journal::{Journal, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::guard::SessionGuards;
-use crate::history;
 use crate::registry::{Registry, Route};
+use crate::states::{SessionState, SessionStates};
 
 pub use compute::SessionCompute;
 pub use fork::{ForkCall, ForkOutcome, MAX_FORK_COUNT};
@@ -57,6 +57,8 @@ pub struct Placer {
     model: Arc<dyn ModelProvider>,
     registry: Registry,
     guards: SessionGuards,
+    /// Each session's decoded log between operations (validated against the head every time).
+    states: SessionStates,
     /// What every controller this placer builds shares.
     settings: TurnSettings,
 }
@@ -91,8 +93,17 @@ fn runtime_err(op: RuntimeOp, session: &str) -> impl FnOnce(ApiError) -> Placeme
     }
 }
 
-fn head_of(records: &[LogRecord]) -> i64 {
-    records.last().map_or(0, |r| r.seq)
+/// The registry name recorded by the last execution when it has not ended (as
+/// [`crate::history::pending_harness`], from the kept reading).
+fn pending_harness(state: &SessionState) -> Option<String> {
+    let last = state.view().log().ok()?.last()?;
+    if last.completed() {
+        return None;
+    }
+    last.start
+        .as_ref()
+        .map(|s| s.harness.clone())
+        .filter(|h| !h.is_empty())
 }
 
 impl Placer {
@@ -107,8 +118,27 @@ impl Placer {
             model,
             registry,
             guards: SessionGuards::default(),
+            states: SessionStates::default(),
             settings: TurnSettings::default(),
         }
+    }
+
+    /// Keeps at most `budget` bytes of session states between operations (default
+    /// [`crate::DEFAULT_STATE_BUDGET`]); 0 keeps none, so every operation reads the whole log.
+    #[must_use]
+    pub fn with_state_budget(mut self, budget: usize) -> Self {
+        self.states = SessionStates::with_budget(budget);
+        self
+    }
+
+    /// The session states this placer keeps.
+    pub fn states(&self) -> &SessionStates {
+        &self.states
+    }
+
+    /// `uid`'s state at the journal's head (see [`SessionStates::current`]).
+    async fn state(&self, uid: &str) -> Result<Arc<SessionState>> {
+        Ok(self.states.current(self.journal.as_ref(), uid).await?)
     }
 
     /// Takes execution, model-call and fork-child session ids from `ids` instead of random ones
@@ -173,30 +203,25 @@ impl Placer {
         Ok(self.journal.session_info(uid).await?)
     }
 
-    /// The session's records, refusing a session pending deletion: by its stored state (an
+    /// The session's state, refusing a session pending deletion: by its stored state (an
     /// unknown one counts as deleted) or by a delete marker in a log written before that state
     /// was stored.
-    async fn live_records(&self, info: &SessionInfo) -> Result<Vec<LogRecord>> {
+    async fn live_state(&self, info: &SessionInfo) -> Result<Arc<SessionState>> {
         let uid = info.row.uid.as_str();
         if info.deletion.is_deleted() {
             return Err(PlacementError::DeletionPending(uid.to_owned()));
         }
-        let records = self.journal.read(uid, 1, 0).await?;
-        if history::deleted(&records) {
+        let state = self.state(uid).await?;
+        if state.facts().deleted() {
             return Err(PlacementError::DeletionPending(uid.to_owned()));
         }
-        Ok(records)
+        Ok(state)
     }
 
     /// The route for Resume/Suspend/recovery: the pending execution's recorded harness when there
     /// is one (it must be served here), else the stored one; the pin rule applies to the choice.
-    fn recorded_route(
-        &self,
-        uid: &str,
-        info: &SessionInfo,
-        records: &[LogRecord],
-    ) -> Result<Route> {
-        let chosen = match history::pending_harness(records) {
+    fn recorded_route(&self, uid: &str, info: &SessionInfo, state: &SessionState) -> Result<Route> {
+        let chosen = match pending_harness(state) {
             Some(recorded) if !self.registry.contains(&recorded) => {
                 return Err(PlacementError::RecordedHarnessNotServed {
                     session: uid.to_owned(),

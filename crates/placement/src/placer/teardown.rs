@@ -7,11 +7,9 @@ use std::time::Duration;
 use agentsessions_api::{
     ApiError, Incarnation, LifecycleKind, SnapshotKind, SnapshotRef, StatusCode,
 };
-use agentsessions_controller::approval::ApprovalScan;
 
 use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
-use crate::history;
 use crate::registry::Route;
 
 /// Bound on each best-effort Stop of a fork child after a failed fan-out.
@@ -26,13 +24,13 @@ impl Placer {
     /// failures (MemoryStateLost, CheckpointPending, …; nothing journaled), journal failures.
     pub async fn suspend(&self, session: &str) -> Result<SnapshotRef> {
         let info = self.info(session).await?;
-        let records = self.live_records(&info).await?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        let state = self.live_state(&info).await?;
+        let scan = state.view().approvals()?;
         let open_gate = scan
             .selected()
             .is_some_and(|g| !g.completed && g.receipt.is_none());
         let route = if open_gate {
-            self.recorded_route(session, &info, &records)?
+            self.recorded_route(session, &info, &state)?
         } else {
             self.registry.check_route(session, &info.row.harness, "")?;
             self.registry.resolve(&info.row.harness)?
@@ -40,8 +38,8 @@ impl Placer {
         let _held = self.guards.try_take(session)?;
         let target = Incarnation {
             id: session.to_owned(),
-            compute_instance: history::recorded_instance(&records, &route.name),
-            recorded_checkpoint: history::recorded_checkpoint(&records, session),
+            compute_instance: state.facts().recorded_instance(&route.name),
+            recorded_checkpoint: state.facts().recorded_checkpoint(),
             ..Incarnation::default()
         };
         let snapshot = route
@@ -89,8 +87,7 @@ impl Placer {
         if info.deletion.is_deleted() {
             return Ok(false);
         }
-        let records = self.journal.read(session, 1, 0).await?;
-        if history::deleted(&records) {
+        if self.state(session).await?.facts().deleted() {
             return Ok(false);
         }
         let _held = self.guards.try_take(session)?;
@@ -124,11 +121,11 @@ impl Placer {
         }
         let _held = self.guards.try_take(session)?;
         let route = self.registry.resolve(&info.row.harness)?;
-        let records = self.journal.read(session, 1, 0).await?;
+        let state = self.state(session).await?;
         let target = Incarnation {
             id: session.to_owned(),
-            compute_instance: history::recorded_instance(&records, &route.name),
-            recorded_checkpoint: history::recorded_checkpoint(&records, session),
+            compute_instance: state.facts().recorded_instance(&route.name),
+            recorded_checkpoint: state.facts().recorded_checkpoint(),
             ..Incarnation::default()
         };
         tokio::time::timeout(STOP_TIMEOUT, route.backend.runtime.stop(&target))

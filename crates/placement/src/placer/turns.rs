@@ -9,18 +9,17 @@ use agentsessions_api::{
     IdentityContext, Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start,
     StatusCode, Timestamp,
 };
-use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_controller::{
     Controller, ControllerError, ExecRequest, Observer, ResumeOutcome, TurnOutcome,
 };
 use agentsessions_journal::{JournalError, LogRecord, SessionInfo};
 use async_trait::async_trait;
 
-use super::{Placer, head_of, lifecycle, runtime_err};
+use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::guard::Held;
-use crate::history;
 use crate::registry::Route;
+use crate::states::SessionState;
 
 /// How long Cancel waits for the cancelled turn to unwind.
 const CANCEL_UNWIND_WAIT: Duration = Duration::from_secs(5);
@@ -115,9 +114,9 @@ impl Harness for NoHarness {
 impl Placer {
     /// What the runtime is told about the session. The journal reads are taken under the
     /// session guard right before the runtime call, so on one host nothing can move them.
-    fn spec(session: &str, harness: &str, records: &[LogRecord]) -> SessionSpec {
-        let turns = history::started_turns(records, harness);
-        let checkpoint = history::recorded_checkpoint(records, session);
+    fn spec(session: &str, harness: &str, state: &SessionState) -> SessionSpec {
+        let turns = state.facts().started_turns(harness);
+        let checkpoint = state.facts().recorded_checkpoint();
         SessionSpec {
             session_uid: session.to_owned(),
             harness: harness.to_owned(),
@@ -169,8 +168,8 @@ impl Placer {
         let uid = call.session.as_str();
         let held = Arc::new(self.guards.try_take(uid)?);
         let info = self.info(uid).await?;
-        let records = self.live_records(&info).await?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        let state = self.live_state(&info).await?;
+        let scan = state.view().approvals()?;
         if let Some(gate) = scan.selected()
             && gate.blocks_new_input()
         {
@@ -182,7 +181,7 @@ impl Placer {
         }
         // A stale cursor is refused before a fence is minted: minting would supersede the writer
         // that moved the head (perhaps on another host) and cost it its turn.
-        let head = head_of(&records);
+        let head = state.head();
         if let Some(expected) = call.request.expected_last_seq
             && expected != head
         {
@@ -203,7 +202,7 @@ impl Placer {
         let route = self.registry.resolve(name)?;
         let deadline = call.request.deadline;
         self.admit(&route, deadline).await?;
-        let spec = Self::spec(uid, &route.name, &records);
+        let spec = Self::spec(uid, &route.name, &state);
         let mut incarnation = route
             .backend
             .runtime
@@ -211,7 +210,7 @@ impl Placer {
             .await
             .map_err(runtime_err(RuntimeOp::Create, uid))?;
         let harness = self.dial(&route, &incarnation, deadline).await?;
-        Self::check_instance(uid, &route.name, &records, &incarnation)?;
+        Self::check_instance(uid, &route.name, &state, &incarnation)?;
         let observer = Arc::new(Tracked {
             inner: call.observer.clone(),
             held,
@@ -228,7 +227,11 @@ impl Placer {
                 observer,
             )
             .minting_fence();
-        match controller.exec_on(call.request, records).await {
+        let turn = controller.exec_view(call.request, state.view()).await;
+        // The turn's history shared the state's records: let them go before the next operation
+        // extends the state.
+        drop(state);
+        match turn {
             Err(ControllerError::Parked(park)) => {
                 incarnation.fence_token = controller.fence();
                 drop(controller);
@@ -251,8 +254,8 @@ impl Placer {
         observer: Option<&dyn Observer>,
     ) -> Result<()> {
         let uid = incarnation.id.as_str();
-        let records = self.journal.read(uid, 1, 0).await?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        let state = self.state(uid).await?;
+        let scan = state.view().approvals()?;
         let matches = scan
             .selected()
             .is_some_and(|gate| gate.is_pending() && gate.park_ref() == *park);
@@ -264,7 +267,7 @@ impl Placer {
             .into());
         }
         let mut target = incarnation.clone();
-        target.recorded_checkpoint = history::recorded_checkpoint(&records, uid);
+        target.recorded_checkpoint = state.facts().recorded_checkpoint();
         let snapshot = route
             .backend
             .runtime
@@ -275,7 +278,7 @@ impl Placer {
             .journal
             .append(
                 uid,
-                head_of(&records),
+                state.head(),
                 incarnation.fence_token,
                 lifecycle(LifecycleKind::Suspend, String::new(), Some(snapshot)),
             )
@@ -296,9 +299,9 @@ impl Placer {
         let uid = call.session.as_str();
         let held = Arc::new(self.guards.try_take(uid)?);
         let info = self.info(uid).await?;
-        let records = self.live_records(&info).await?;
-        let route = self.recorded_route(uid, &info, &records)?;
-        let head = head_of(&records);
+        let state = self.live_state(&info).await?;
+        let route = self.recorded_route(uid, &info, &state)?;
+        let head = state.head();
         if let Some(expected) = call.expected_last_seq
             && expected != head
         {
@@ -309,7 +312,7 @@ impl Placer {
             }
             .into());
         }
-        let scan = ApprovalScan::scan(&records, 0)?;
+        let scan = state.view().approvals()?;
         if let Some(gate) = scan.selected()
             && !gate.completed
             && gate.receipt.is_none()
@@ -326,7 +329,7 @@ impl Placer {
             }
         }
         self.admit(&route, call.deadline).await?;
-        let checkpoint = history::recorded_checkpoint(&records, uid);
+        let checkpoint = state.facts().recorded_checkpoint();
         let source = if checkpoint.is_empty() {
             SnapshotRef {
                 local: uid.to_owned(),
@@ -335,7 +338,7 @@ impl Placer {
         } else {
             checkpoint
         };
-        let recorded = history::recorded_instance(&records, &route.name);
+        let recorded = state.facts().recorded_instance(&route.name);
         let runtime = &route.backend.runtime;
         let restored = match runtime.as_instance_restorer() {
             Some(restorer) => {
@@ -346,7 +349,7 @@ impl Placer {
         };
         let mut incarnation = restored.map_err(runtime_err(RuntimeOp::Restore, uid))?;
         let harness = self.dial(&route, &incarnation, call.deadline).await?;
-        Self::check_instance(uid, &route.name, &records, &incarnation)?;
+        Self::check_instance(uid, &route.name, &state, &incarnation)?;
         let fence = self.journal.new_fence(uid).await?;
         incarnation.fence_token = fence;
         let observer = Arc::new(Tracked {
@@ -361,7 +364,9 @@ impl Placer {
             &incarnation.compute_instance,
             observer,
         );
-        match controller.resume_until(call.deadline).await {
+        let resumed = controller.resume_view(call.deadline, state.view()).await;
+        drop(state);
+        match resumed {
             Err(ControllerError::Parked(park)) => {
                 drop(controller);
                 self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
@@ -397,7 +402,7 @@ impl Placer {
     pub async fn approve(&self, session: &str, decision: &ApprovalDecision) -> Result<LogRecord> {
         let _held = self.guards.try_take(session)?;
         let info = self.info(session).await?;
-        self.live_records(&info).await?;
+        let state = self.live_state(&info).await?;
         let controller = Controller::new(
             Arc::clone(&self.journal),
             Arc::new(NoHarness),
@@ -405,7 +410,9 @@ impl Placer {
             session,
         )
         .with_settings(self.settings.clone());
-        Ok(controller.approve(decision, Timestamp::now()).await?)
+        Ok(controller
+            .approve_view(decision, Timestamp::now(), state.view())
+            .await?)
     }
 
     /// Cancels the running execution of `session` (`execution_id` empty = the one running on
@@ -450,8 +457,8 @@ impl Placer {
     /// # Errors
     /// Journal failures; an approval history that does not scan.
     pub async fn resume_drives_effects(&self, session: &str) -> Result<bool> {
-        let records = self.journal.read(session, 1, 0).await?;
-        let scan = ApprovalScan::scan(&records, 0)?;
+        let state = self.state(session).await?;
+        let scan = state.view().approvals()?;
         Ok(scan
             .selected()
             .is_some_and(|g| !g.inherited && !g.completed && g.decision.is_some()))

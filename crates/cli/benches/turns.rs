@@ -1,0 +1,310 @@
+//! The workload of issue 15, "flat cost per turn", through gRPC (a bench binary, not a timed
+//! test): client SDK → Sessions service over loopback TCP → echo harness → offline echo model →
+//! durable SQLite, the service being the daemon's own assembly (`host::build_service`) served in
+//! this process. Inputs are 100 characters.
+//!
+//! 0. the raw `write + fdatasync` rate of the disk the journal is on, measured in the same run;
+//! 1. one session × 500 turns: p50 / p99, and the first 10 % against the last 10 %;
+//! 2. one session × 10,000 turns (`BENCH_LONG_TURNS`): first 10 % against last 10 %, then a
+//!    Suspend and a Resume of that session;
+//! 3. 64 sessions × 50 turns at once: aggregate turns/s;
+//! 4. reading a 1,000-turn session back (Replay stream, and GetSession);
+//! 5. fork at turn 500 of a 1,000-turn session into 16 children: one call per child, and all 16
+//!    in one call.
+//!
+//! 6. memory per idle session: the state a host keeps of that 1,000-turn session, measured with
+//!    a counting allocator, beside the estimate the state budget uses.
+//!
+//! Run with `cargo bench -p agentsessions-cli --bench turns`; `BENCH_QUICK=1` for a smoke run
+//! (1,000 turns instead of 10,000 in row 2). `BENCH_ONLY=0123456` picks rows.
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
+// Row 6 counts allocations with a global allocator, which is `unsafe` to implement; the bench
+// binary only, never a library.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentsessions_cli::host::{HostConfig, build_service, open_journal};
+use agentsessions_client::{Client, ExecOptions, ForkOptions};
+use agentsessions_placement::SessionState;
+
+/// Counts the bytes the process holds, for row 6.
+struct Counting;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// A 100-character user input (the issue's turn shape), numbered so no two are equal.
+fn input(turn: usize) -> String {
+    let mut text = format!("turn {turn:06}: ");
+    while text.len() < 100 {
+        text.push_str("how is the weather today? ");
+    }
+    text.truncate(100);
+    text
+}
+
+fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(sorted.len() - 1) * per_mille / 1000]
+}
+
+fn sorted(mut latencies: Vec<Duration>) -> Vec<Duration> {
+    latencies.sort_unstable();
+    latencies
+}
+
+fn report(name: &str, latencies: &[Duration], elapsed: Duration) {
+    let all = sorted(latencies.to_vec());
+    println!(
+        "{name:<48} {:>6} ops {:>8.0} ops/s   p50 {:>9.3?}  p99 {:>9.3?}",
+        all.len(),
+        all.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&all, 500),
+        percentile(&all, 990),
+    );
+}
+
+/// The first and last tenth of a run of turns, as p50 and mean each.
+fn report_tenths(name: &str, latencies: &[Duration]) {
+    let tenth = (latencies.len() / 10).max(1);
+    let first = sorted(latencies[..tenth].to_vec());
+    let last = sorted(latencies[latencies.len() - tenth..].to_vec());
+    let mean = |v: &[Duration]| v.iter().sum::<Duration>() / u32::try_from(v.len()).unwrap();
+    let first_p50 = percentile(&first, 500);
+    let last_p50 = percentile(&last, 500);
+    println!(
+        "{name:<48} first 10 %: p50 {first_p50:>9.3?} mean {:>9.3?}   last 10 %: p50 \
+         {last_p50:>9.3?} mean {:>9.3?}   last/first p50 {:.2}",
+        mean(&first),
+        mean(&last),
+        last_p50.as_secs_f64() / first_p50.as_secs_f64(),
+    );
+}
+
+/// 128-byte `write + fdatasync` in a loop, in the journal's directory.
+fn raw_fsync(dir: &std::path::Path, n: usize) {
+    let path = dir.join("fsync.probe");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block = [7u8; 128];
+    let mut latencies = Vec::with_capacity(n);
+    let started = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        file.write_all(&block).unwrap();
+        file.sync_data().unwrap();
+        latencies.push(t.elapsed());
+    }
+    report(
+        "0. raw write+fdatasync (128 bytes)",
+        &latencies,
+        started.elapsed(),
+    );
+    drop(std::fs::remove_file(path));
+}
+
+/// Runs `turns` turns on `session` (a new one when empty); returns the uid and each latency.
+async fn turns_on(
+    mut client: Client,
+    mut session: String,
+    turns: usize,
+) -> (String, Vec<Duration>) {
+    let mut latencies = Vec::with_capacity(turns);
+    for t in 0..turns {
+        let begun = Instant::now();
+        let result = client
+            .exec(ExecOptions::new(input(t)).on(&session), |_| {})
+            .await
+            .unwrap();
+        latencies.push(begun.elapsed());
+        if session.is_empty() {
+            session = result.session_uid();
+        }
+    }
+    (session, latencies)
+}
+
+fn wanted(row: char) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |only| only.contains(row))
+}
+
+fn main() {
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let long_turns: usize = std::env::var("BENCH_LONG_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1_000 } else { 10_000 });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    if wanted('0') {
+        raw_fsync(dir.path(), if quick { 500 } else { 3_000 });
+    }
+    runtime.block_on(async {
+        let path = dir.path().join("bench.db");
+        let journal = open_journal(path.to_str().unwrap(), "").await.unwrap();
+        let assembled = build_service(journal, &HostConfig::default()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(agentsessions_server::serve_tcp(
+            listener,
+            assembled.service,
+            std::future::pending(),
+        ));
+        let client = Client::dial(&addr).unwrap();
+        // Warm the connection and the host.
+        turns_on(client.clone(), String::new(), 5).await;
+
+        if wanted('1') {
+            let started = Instant::now();
+            let (_, latencies) = turns_on(client.clone(), String::new(), 500).await;
+            report("1. one session x 500 turns", &latencies, started.elapsed());
+            report_tenths("1. one session x 500 turns", &latencies);
+        }
+
+        if wanted('2') {
+            let started = Instant::now();
+            let (uid, latencies) = turns_on(client.clone(), String::new(), long_turns).await;
+            let name = format!("2. one session x {long_turns} turns");
+            report(&name, &latencies, started.elapsed());
+            report_tenths(&name, &latencies);
+            let mut c = client.clone();
+            let begun = Instant::now();
+            let suspended = c.suspend(&uid).await.unwrap();
+            let suspend = begun.elapsed();
+            let begun = Instant::now();
+            c.resume(&uid).await.unwrap();
+            let resume = begun.elapsed();
+            println!(
+                "2. suspend / resume of that session ({} records): {suspend:.3?} / {resume:.3?}",
+                suspended.last_seq
+            );
+        }
+
+        if wanted('3') {
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..64)
+                .map(|_| tokio::spawn(turns_on(client.clone(), String::new(), 50)))
+                .collect();
+            let mut latencies = Vec::new();
+            for task in tasks {
+                latencies.extend(task.await.unwrap().1);
+            }
+            report(
+                "3. 64 sessions x 50 turns, aggregate",
+                &latencies,
+                started.elapsed(),
+            );
+        }
+
+        if wanted('4') || wanted('5') || wanted('6') {
+            let (uid, _) = turns_on(client.clone(), String::new(), 1_000).await;
+            if wanted('6') {
+                let reader = open_journal(path.to_str().unwrap(), "").await.unwrap();
+                let before = HELD.load(Ordering::Relaxed);
+                let records = reader.read(&uid, 1, 0).await.unwrap();
+                let count = records.len();
+                let state = SessionState::load(&uid, records);
+                let held = HELD.load(Ordering::Relaxed).saturating_sub(before);
+                println!(
+                    "6. memory per idle session, 1,000 turns ({count} records): {held} bytes \
+                     measured ({} per record), {} estimated",
+                    held / count.max(1),
+                    state.bytes()
+                );
+                drop(state);
+            }
+            let mut c = client.clone();
+            if wanted('4') {
+                let mut reads = Vec::new();
+                let mut count = 0;
+                for _ in 0..20 {
+                    let begun = Instant::now();
+                    count = c.replay(&uid, 0, 0).await.unwrap().len();
+                    reads.push(begun.elapsed());
+                }
+                report(
+                    &format!("4. read a 1,000-turn session ({count} records), Replay"),
+                    &reads,
+                    reads.iter().sum(),
+                );
+                let mut gets = Vec::new();
+                for _ in 0..200 {
+                    let begun = Instant::now();
+                    c.get(&uid).await.unwrap();
+                    gets.push(begun.elapsed());
+                }
+                report("4. GetSession on that session", &gets, gets.iter().sum());
+            }
+            if wanted('5') {
+                let at = c.get(&uid).await.unwrap().last_seq / 2;
+                let mut singles = Vec::new();
+                for _ in 0..16 {
+                    let begun = Instant::now();
+                    let children = c
+                        .fork(
+                            &uid,
+                            ForkOptions {
+                                at_seq: at,
+                                count: 1,
+                                ..ForkOptions::default()
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    singles.push(begun.elapsed());
+                    assert_eq!(children.len(), 1);
+                }
+                report(
+                    "5. fork at turn 500 of 1,000, one call per child",
+                    &singles,
+                    singles.iter().sum(),
+                );
+                let begun = Instant::now();
+                let children = c
+                    .fork(
+                        &uid,
+                        ForkOptions {
+                            at_seq: at,
+                            count: 16,
+                            ..ForkOptions::default()
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let all = begun.elapsed();
+                assert_eq!(children.len(), 16);
+                println!(
+                    "5. fork at turn 500 of 1,000, 16 children in one call: {all:.3?} ({:.3?} \
+                     per child)",
+                    all / 16
+                );
+            }
+        }
+    });
+}
