@@ -682,7 +682,10 @@ async fn approvals_are_listed_and_decided_and_the_turn_resumes() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::OK, "{}", refused.text);
-    assert_eq!(refused.json["decision"]["event"]["approval_result"]["approved"], false);
+    // Canonical JSON leaves false out: a denial has no `approved`.
+    let result = &refused.json["decision"]["event"]["approval_result"];
+    assert_eq!(result["reason"], "not now", "{}", refused.text);
+    assert!(result.get("approved").is_none(), "{result}");
     let records = served
         .get(&format!("/api/v1/sessions/{denied}/records"), "")
         .await;
