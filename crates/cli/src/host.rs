@@ -73,6 +73,9 @@ pub struct HostConfig {
     /// Operator listener for the HarnessRegistry API (`host:port` on a loopback address; empty:
     /// none).
     pub registry_addr: String,
+    /// HTTP listener for people and scrapers (`host:port`; empty: none): `/healthz` and the
+    /// parts merged in [`crate::http::router`].
+    pub http_addr: String,
     /// Log format of the daemon: `text` (the default) or `json`.
     pub log_format: String,
     /// SQLite file path, or a `postgres://` URL.

@@ -1,9 +1,11 @@
 //! What `agentsessionsd` and `agentctl` share: opening a journal from its address, assembling a
 //! Sessions service from configuration ([`host`], its model section in [`models`], the delegated
-//! identity of [`identity`]), and printing records and sessions for people ([`output`]).
+//! identity of [`identity`]), printing records and sessions for people ([`output`]), and the daemon's HTTP
+//! listener ([`http`]).
 #![warn(missing_docs)]
 
 pub mod host;
+pub mod http;
 pub mod identity;
 pub mod models;
 pub mod output;

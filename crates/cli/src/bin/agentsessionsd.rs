@@ -87,6 +87,10 @@ struct Args {
     /// 127.0.0.1:8081 or localhost:8081); never served on the Sessions port.
     #[arg(long)]
     registry_addr: Option<String>,
+    /// HTTP listener for people and scrapers (e.g. 127.0.0.1:8090): `GET /healthz`, and the
+    /// console, JSON API and metrics where built in. Off unless set.
+    #[arg(long)]
+    http_addr: Option<String>,
     /// Seconds between passes of the reclaimer that releases deleted sessions' compute and
     /// snapshots (default 60; 0 = only when a session is deleted).
     #[arg(long)]
@@ -138,6 +142,7 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
     };
     set(&mut host.addr, &args.addr, "127.0.0.1:8080");
     set(&mut host.registry_addr, &args.registry_addr, "");
+    set(&mut host.http_addr, &args.http_addr, "");
     set(&mut host.log_format, &args.log_format, "text");
     set(&mut host.journal, &args.journal, "agentsessions.db");
     set(&mut host.journal_schema, &args.journal_schema, "");
@@ -252,6 +257,7 @@ enum Task {
     Registry,
     Reclaimer,
     McpHealth,
+    Http,
 }
 
 /// The `grpc.health.v1` service name of MCP server `name`.
@@ -375,9 +381,20 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
+    let http_addr = match config.http_addr.as_str() {
+        "" => None,
+        text => Some(resolve("http_addr", text).await?),
+    };
+    if let Some(http) = http_addr
+        && http.port() != 0
+        && (http.port() == addr.port() || registry_addr.is_some_and(|r| r.port() == http.port()))
+    {
+        anyhow::bail!("--http-addr {http} must not share the Sessions or registry port");
+    }
     let listeners = Listeners {
         addr,
         registry_addr,
+        http_addr,
         options: serve_options,
     };
     let served = serve(config, journal, mcp.clone(), identity, listeners).await;
@@ -392,6 +409,7 @@ async fn main() -> anyhow::Result<()> {
 struct Listeners {
     addr: SocketAddr,
     registry_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
     options: agentsessions_server::ServeOptions,
 }
 
@@ -406,6 +424,7 @@ async fn serve(
     let Listeners {
         addr,
         registry_addr,
+        http_addr,
         options: serve_options,
     } = listeners;
     let health = serve_options.health.clone();
@@ -457,6 +476,26 @@ async fn serve(
             (Task::Registry, served)
         });
     }
+    let mut http_bound = None;
+    if let Some(http_addr) = http_addr {
+        let http = tokio::net::TcpListener::bind(http_addr)
+            .await
+            .with_context(|| format!("cannot listen on {http_addr}"))?;
+        let http_local = http.local_addr().context("reading the HTTP address")?;
+        tracing::info!(component = "http", address = %http_local, "HTTP listening");
+        http_bound = Some(http_local);
+        let router = agentsessions_cli::http::router(agentsessions_cli::http::HttpParts {
+            service: assembled.service.clone(),
+            authenticator: serve_options.authenticator.clone(),
+        });
+        let until = stopped(stopping.clone());
+        tasks.spawn(async move {
+            let served = agentsessions_cli::http::serve_http(http, router, until)
+                .await
+                .context("HTTP listener");
+            (Task::Http, served)
+        });
+    }
     tracing::info!(
         component = "grpc",
         address = %bound,
@@ -475,6 +514,9 @@ async fn serve(
         writeln!(out, "agentsessionsd listening on {bound}")?;
         if let Some(operator) = operator_bound {
             writeln!(out, "agentsessionsd registry on {operator}")?;
+        }
+        if let Some(http) = http_bound {
+            writeln!(out, "agentsessionsd http on {http}")?;
         }
         out.flush()?;
     }
