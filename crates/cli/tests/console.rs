@@ -43,7 +43,9 @@ fn browser_or_skip() -> bool {
             std::env::var_os("AGENTSESSIONS_REQUIRE_BROWSER").is_none(),
             "chromium and chromium-driver are not installed, and AGENTSESSIONS_REQUIRE_BROWSER requires them"
         );
-        eprintln!("skipped: chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)");
+        eprintln!(
+            "skipped: chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+        );
     }
     installed
 }
@@ -82,7 +84,13 @@ fn start(dir: &Path, extra: &str) -> (Daemon, String) {
     .unwrap();
     let mut command = Daemon::command();
     command
-        .args(["--addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--config"])
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(&config)
         .current_dir(dir)
         .stderr(Stdio::null());
@@ -214,13 +222,7 @@ impl Browser {
 
     fn click(&self, css: &str) {
         self.runtime
-            .block_on(async {
-                self.client()
-                    .find(Locator::Css(css))
-                    .await?
-                    .click()
-                    .await
-            })
+            .block_on(async { self.client().find(Locator::Css(css)).await?.click().await })
             .unwrap();
     }
 
@@ -238,7 +240,12 @@ impl Browser {
 fn session_of(out: &str) -> String {
     out.lines()
         .find_map(|l| l.strip_prefix("session "))
-        .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .unwrap_or_else(|| panic!("no session line in {out}"))
 }
 
@@ -267,27 +274,65 @@ fn the_console_lists_sessions_follows_a_slow_turn_live_and_draws_the_fork_tree()
     let first = created(&daemon.ok(&["create", "--name", "research", "--harness", "chat"]));
     let second = created(&daemon.ok(&["create", "--name", "drafts"]));
     browser.goto(&format!("http://{http}/"));
-    browser.wait("the sessions list", &has(&format!("tr.session-row[data-uid='{second}']")));
+    browser.wait(
+        "the sessions list",
+        &has(&format!("tr.session-row[data-uid='{second}']")),
+    );
     assert_eq!(browser.count("tr.session-row"), 2);
     let listed = browser.text("#sessions");
-    assert!(listed.contains("research") && listed.contains("drafts"), "{listed}");
+    assert!(
+        listed.contains("research") && listed.contains("drafts"),
+        "{listed}"
+    );
     // Newest first.
-    let order = browser.js("return [...document.querySelectorAll('tr.session-row')].map(r => r.dataset.uid);");
+    let order = browser
+        .js("return [...document.querySelectorAll('tr.session-row')].map(r => r.dataset.uid);");
     assert_eq!(order, json!([second, first]));
 
     // A first turn, then the timeline opened from the list.
-    daemon.ok(&["exec", "--session", &first, "/tool fixture__add {\"a\": 2, \"b\": 3}"]);
+    daemon.ok(&[
+        "exec",
+        "--session",
+        &first,
+        "/tool fixture__add {\"a\": 2, \"b\": 3}",
+    ]);
     browser.click(&format!("tr.session-row[data-uid='{first}'] a"));
     browser.wait("the first turn's end", &has(&row("END")));
-    for kind in ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "USAGE", "TOOL_CALL", "TOOL_RESULT", "END"] {
-        assert!(browser.count(&row(kind)) >= 1, "{kind}: {}", browser.text("#timeline"));
+    for kind in [
+        "EXECUTION_START",
+        "INPUT",
+        "MODEL_CALL",
+        "OUTPUT",
+        "USAGE",
+        "TOOL_CALL",
+        "TOOL_RESULT",
+        "END",
+    ] {
+        assert!(
+            browser.count(&row(kind)) >= 1,
+            "{kind}: {}",
+            browser.text("#timeline")
+        );
     }
     assert!(browser.text(&row("TOOL_CALL")).contains("fixture__add"));
-    assert!(browser.text(&row("TOOL_RESULT")).contains('5'), "{}", browser.text(&row("TOOL_RESULT")));
+    assert!(
+        browser.text(&row("TOOL_RESULT")).contains('5'),
+        "{}",
+        browser.text(&row("TOOL_RESULT"))
+    );
     let committed = browser.text(&format!("{} td.time", row("EXECUTION_START")));
-    assert!(committed.starts_with("20") && committed.ends_with('Z'), "commit time: {committed}");
-    browser.wait("the live stream", "return document.getElementById('live-status').textContent.includes('live');");
-    browser.wait("the chain verification", "return document.getElementById('chain-status').className === 'ok';");
+    assert!(
+        committed.starts_with("20") && committed.ends_with('Z'),
+        "commit time: {committed}"
+    );
+    browser.wait(
+        "the live stream",
+        "return document.getElementById('live-status').textContent.includes('live');",
+    );
+    browser.wait(
+        "the chain verification",
+        "return document.getElementById('chain-status').className === 'ok';",
+    );
     assert!(browser.text("#chain-status").contains("verified"));
 
     // A slow turn: its tool call shows while the tool still sleeps, then the end follows.
@@ -296,7 +341,14 @@ fn the_console_lists_sessions_follows_a_slow_turn_live_and_draws_the_fork_tree()
     let addr = daemon.addr.clone();
     let slow = std::thread::spawn(move || {
         Command::new(CTL)
-            .args(["--server", &addr, "exec", "--session", &uid, "/tool fixture__sleep {\"ms\": 4000}"])
+            .args([
+                "--server",
+                &addr,
+                "exec",
+                "--session",
+                &uid,
+                "/tool fixture__sleep {\"ms\": 4000}",
+            ])
             .output()
             .unwrap()
     });
@@ -304,24 +356,50 @@ fn the_console_lists_sessions_follows_a_slow_turn_live_and_draws_the_fork_tree()
         "the slow turn's tool call, live",
         "return [...document.querySelectorAll('#records tr.record[data-kind=TOOL_CALL]')].some(r => r.innerText.includes('fixture__sleep'));",
     );
-    assert!(!slow.is_finished(), "the tool call showed while the turn was still running");
-    assert_eq!(browser.count(&row("END")), ends_before, "the turn has not ended yet");
+    assert!(
+        !slow.is_finished(),
+        "the tool call showed while the turn was still running"
+    );
+    assert_eq!(
+        browser.count(&row("END")),
+        ends_before,
+        "the turn has not ended yet"
+    );
     browser.wait(
         "the slow turn's end",
-        &format!("return document.querySelectorAll({}).length > {ends_before};", json!(row("END"))),
+        &format!(
+            "return document.querySelectorAll({}).length > {ends_before};",
+            json!(row("END"))
+        ),
     );
     assert!(slow.join().unwrap().status.success());
-    browser.wait("the state after the turn", "return document.getElementById('exec-state').textContent === 'COMPLETED';");
+    browser.wait(
+        "the state after the turn",
+        "return document.getElementById('exec-state').textContent === 'COMPLETED';",
+    );
     browser.screenshot("console-timeline.png");
 
     // Forks: the tree shows the children under their parent, and navigates.
-    daemon.ok(&["fork", "--session", &first, "--at", "5", "--count", "2", "--names", "left,right"]);
+    daemon.ok(&[
+        "fork",
+        "--session",
+        &first,
+        "--at",
+        "5",
+        "--count",
+        "2",
+        "--names",
+        "left,right",
+    ]);
     browser.goto(&format!("http://{http}/?reload#/sessions/{first}"));
     browser.wait("two children in the fork tree", &format!(
         "return document.querySelectorAll('#fork-tree li[data-uid={first}] > ul > li').length === 2;"
     ));
     let tree = browser.text("#fork-tree");
-    assert!(tree.contains("(left)") && tree.contains("(right)") && tree.contains("@5"), "{tree}");
+    assert!(
+        tree.contains("(left)") && tree.contains("(right)") && tree.contains("@5"),
+        "{tree}"
+    );
     browser.screenshot("console-fork-tree.png");
     let child = browser.js(&format!(
         "return document.querySelector('#fork-tree li[data-uid={first}] > ul > li').dataset.uid;"
@@ -331,11 +409,18 @@ fn the_console_lists_sessions_follows_a_slow_turn_live_and_draws_the_fork_tree()
     browser.wait("the child's page", &format!(
         "return location.hash === '#/sessions/{child}' && document.querySelector('#session-header h1') !== null && document.querySelector('#session-header h1').textContent.includes('{child}');"
     ));
-    assert!(browser.text("#session-header").contains(&format!("forked from {first}")));
+    assert!(
+        browser
+            .text("#session-header")
+            .contains(&format!("forked from {first}"))
+    );
 
     // The list filters by name and state.
     browser.goto(&format!("http://{http}/#/?q=draft"));
-    browser.wait("the filtered list", "return document.querySelectorAll('tr.session-row').length === 1;");
+    browser.wait(
+        "the filtered list",
+        "return document.querySelectorAll('tr.session-row').length === 1;",
+    );
     assert!(browser.text("#sessions").contains("drafts"));
 }
 
@@ -352,18 +437,39 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
     let out = daemon.ok(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
     let approved = session_of(&out);
     browser.goto(&format!("http://{http}/#/approvals"));
-    browser.wait("the pending approval", &has(&format!(".approval-panel[data-session='{approved}'] button.approve")));
-    assert!(browser.text(".approval-panel .tool").contains("fixture__count"));
+    browser.wait(
+        "the pending approval",
+        &has(&format!(
+            ".approval-panel[data-session='{approved}'] button.approve"
+        )),
+    );
+    assert!(
+        browser
+            .text(".approval-panel .tool")
+            .contains("fixture__count")
+    );
     browser.goto(&format!("http://{http}/#/sessions/{approved}"));
     browser.wait("the approval panel", &has("#approval button.approve"));
     assert_eq!(browser.text("#exec-state"), "AWAITING");
     browser.click("#approval button.approve");
     browser.wait("the approved turn's end", &has(&row("END")));
-    browser.wait("the completed state", "return document.getElementById('exec-state').textContent === 'COMPLETED';");
+    browser.wait(
+        "the completed state",
+        "return document.getElementById('exec-state').textContent === 'COMPLETED';",
+    );
     assert!(browser.text(&row("APPROVAL_RESULT")).contains("approved"));
     assert!(browser.text(&row("TOOL_RESULT")).contains("ok"));
-    assert_eq!(browser.count("#approval button"), 0, "nothing waits any more");
-    assert_eq!(std::fs::read_to_string(dir.path().join("count")).unwrap().trim(), "1");
+    assert_eq!(
+        browser.count("#approval button"),
+        0,
+        "nothing waits any more"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("count"))
+            .unwrap()
+            .trim(),
+        "1"
+    );
 
     // Deny: the tool never runs; the call's result is the denial and the turn ends.
     let out = daemon.ok(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
@@ -374,27 +480,64 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
     browser.wait("the denied turn's end", &has(&row("END")));
     assert!(browser.text(&row("APPROVAL_RESULT")).contains("denied"));
     let result = browser.text(&row("TOOL_RESULT"));
-    assert!(result.contains("error") && result.contains("APPROVAL_DENIED"), "{result}");
+    assert!(
+        result.contains("error") && result.contains("APPROVAL_DENIED"),
+        "{result}"
+    );
     assert!(browser.text(&row("END")).contains("COMPLETED"));
-    assert_eq!(std::fs::read_to_string(dir.path().join("count")).unwrap().trim(), "1", "a denied tool never runs");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("count"))
+            .unwrap()
+            .trim(),
+        "1",
+        "a denied tool never runs"
+    );
 
     // Markup in an input, in a tool's arguments and in the model's answer shows as text.
     let payload = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
-    let out = daemon.ok(&["exec", "--harness", "chat", &format!("/tool fixture__add {{\"a\": 1, \"b\": 1, \"note\": {}}}", json!(payload))]);
+    let out = daemon.ok(&[
+        "exec",
+        "--harness",
+        "chat",
+        &format!(
+            "/tool fixture__add {{\"a\": 1, \"b\": 1, \"note\": {}}}",
+            json!(payload)
+        ),
+    ]);
     let injected = session_of(&out);
     browser.goto(&format!("http://{http}/#/sessions/{injected}"));
     browser.wait("the injected turn", &has(&row("END")));
     let input = browser.text(&row("INPUT"));
-    assert!(input.contains("<script>window.__pwned = 1</script><img src=x onerror="), "{input}");
+    assert!(
+        input.contains("<script>window.__pwned = 1</script><img src=x onerror="),
+        "{input}"
+    );
     assert!(browser.text(&row("TOOL_CALL")).contains("onerror"));
-    assert_eq!(browser.count("#timeline img, #timeline script"), 0, "no markup became elements");
-    assert_eq!(browser.js("return window.__pwned === undefined;"), json!(true));
+    assert_eq!(
+        browser.count("#timeline img, #timeline script"),
+        0,
+        "no markup became elements"
+    );
+    assert_eq!(
+        browser.js("return window.__pwned === undefined;"),
+        json!(true)
+    );
     // The session's name is content too.
-    let named = created(&daemon.ok(&["create", "--name", "<img src=x onerror=\"window.__pwned=3\">"]));
+    let named = created(&daemon.ok(&[
+        "create",
+        "--name",
+        "<img src=x onerror=\"window.__pwned=3\">",
+    ]));
     browser.goto(&format!("http://{http}/"));
-    browser.wait("the list", &has(&format!("tr.session-row[data-uid='{named}']")));
+    browser.wait(
+        "the list",
+        &has(&format!("tr.session-row[data-uid='{named}']")),
+    );
     assert_eq!(browser.count("#sessions img"), 0);
-    assert_eq!(browser.js("return window.__pwned === undefined;"), json!(true));
+    assert_eq!(
+        browser.js("return window.__pwned === undefined;"),
+        json!(true)
+    );
 }
 
 fn token(subject: &str) -> String {
@@ -427,9 +570,12 @@ fn sign_in(browser: &Browser, subject: &str) {
         })
         .unwrap();
     browser.click("#token-use");
-    browser.wait("the sign-in", &format!(
-        "return document.getElementById('whoami').textContent === 'signed in as {subject}';"
-    ));
+    browser.wait(
+        "the sign-in",
+        &format!(
+            "return document.getElementById('whoami').textContent === 'signed in as {subject}';"
+        ),
+    );
 }
 
 #[test]
@@ -471,7 +617,10 @@ fn a_viewer_without_permission_sees_neither_the_session_nor_the_button() {
     browser.goto(&format!("http://{http}/#/sessions/{secret}"));
     browser.wait("the refusal", &has("#view-error"));
     assert_eq!(browser.text("#view-error"), "Not found.");
-    assert_eq!(browser.count("button.approve, button.deny, #session-actions button"), 0);
+    assert_eq!(
+        browser.count("button.approve, button.deny, #session-actions button"),
+        0
+    );
     browser.goto(&format!("http://{http}/#/approvals"));
     browser.wait("bob's approvals", &has("#no-approvals"));
     assert_eq!(browser.count("button.approve"), 0);
@@ -482,7 +631,11 @@ fn a_viewer_without_permission_sees_neither_the_session_nor_the_button() {
     browser.wait("alice's approval button", &has("#approval button.approve"));
     browser.click("#approval button.approve");
     browser.wait("the approved turn's end", &has(&row("END")));
-    assert!(browser.text(&row("APPROVAL_RESULT")).contains("by alice"), "{}", browser.text(&row("APPROVAL_RESULT")));
+    assert!(
+        browser.text(&row("APPROVAL_RESULT")).contains("by alice"),
+        "{}",
+        browser.text(&row("APPROVAL_RESULT"))
+    );
 }
 
 #[test]

@@ -448,6 +448,7 @@
           permissions = again.permissions;
           drawHeader();
           await drawApproval();
+          await drawTree();
         } catch (err) { showError(err.message); }
       }, 150);
     }

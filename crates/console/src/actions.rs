@@ -240,7 +240,11 @@ pub(crate) async fn decide(
                     field: "request_seq",
                     problem: format!("session {uid} has no pending approval; name the request"),
                 })?;
-            (pending.execution_id, pending.tool_call_id, pending.request_seq)
+            (
+                pending.execution_id,
+                pending.tool_call_id,
+                pending.request_seq,
+            )
         } else {
             (order.execution_id, order.tool_call_id, order.request_seq)
         };

@@ -23,7 +23,9 @@ pub(crate) async fn asset(Path(file): Path<String>) -> Response {
             SCRIPT,
         )
             .into_response(),
-        "console.css" => ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response(),
+        "console.css" => {
+            ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+        }
         _ => StatusCode::NOT_FOUND.into_response(),
     }
 }

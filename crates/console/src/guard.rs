@@ -100,7 +100,9 @@ fn same_origin(origin: &str, host: &str) -> bool {
     let Some((scheme, authority)) = origin.split_once("://") else {
         return false;
     };
-    (scheme == "http" || scheme == "https") && !host.is_empty() && authority.eq_ignore_ascii_case(host)
+    (scheme == "http" || scheme == "https")
+        && !host.is_empty()
+        && authority.eq_ignore_ascii_case(host)
 }
 
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -114,7 +116,10 @@ mod tests {
     #[test]
     fn origins_match_only_the_same_host_and_port() {
         assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
-        assert!(same_origin("https://Console.Example:443", "console.example:443"));
+        assert!(same_origin(
+            "https://Console.Example:443",
+            "console.example:443"
+        ));
         assert!(!same_origin("http://127.0.0.1:8081", "127.0.0.1:8080"));
         assert!(!same_origin("http://evil.example", "127.0.0.1:8080"));
         assert!(!same_origin("null", "127.0.0.1:8080"));

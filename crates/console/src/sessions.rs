@@ -177,7 +177,10 @@ pub(crate) async fn list(
                 .map(|session| canonical(session, "{}")),
         );
         token = page.next_page_token;
-        if token.is_empty() || sessions.len() >= want || !params.filtering() || scanned >= MAX_SCANNED
+        if token.is_empty()
+            || sessions.len() >= want
+            || !params.filtering()
+            || scanned >= MAX_SCANNED
         {
             break;
         }
@@ -295,7 +298,11 @@ pub(crate) async fn records(
         0 => DEFAULT_RECORDS,
         n => n.min(MAX_RECORDS),
     };
-    let last = if params.to == 0 { head } else { params.to.min(head) };
+    let last = if params.to == 0 {
+        head
+    } else {
+        params.to.min(head)
+    };
     let to = last.min(from.saturating_add(limit - 1));
     let records = if from > to {
         Vec::new()
@@ -362,8 +369,7 @@ pub(crate) async fn audit(
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
-    if let Ok(value) =
-        HeaderValue::from_str(&format!("attachment; filename=\"{file}.audit.json\""))
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file}.audit.json\""))
     {
         response
             .headers_mut()
@@ -393,7 +399,11 @@ struct Tree {
     root: Node,
 }
 
-fn node(children: &BTreeMap<String, Vec<pb::Session>>, session: &pb::Session, depth: usize) -> Node {
+fn node(
+    children: &BTreeMap<String, Vec<pb::Session>>,
+    session: &pb::Session,
+    depth: usize,
+) -> Node {
     let uid = uid_of(session).to_owned();
     // Forks form a tree by construction; the depth bound only guards against a damaged store.
     let below = if depth < 256 {
@@ -484,7 +494,10 @@ mod tests {
     #[test]
     fn state_filters_take_short_and_full_names() {
         assert_eq!(exec_state("").unwrap(), None);
-        assert_eq!(exec_state("running").unwrap(), Some(pb::ExecState::ExecRunning));
+        assert_eq!(
+            exec_state("running").unwrap(),
+            Some(pb::ExecState::ExecRunning)
+        );
         assert_eq!(
             exec_state("EXEC_AWAITING").unwrap(),
             Some(pb::ExecState::ExecAwaiting)

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentsessions_api::{
-    Action, Authorizer, Capabilities, CallerIdentity, Descriptor, EventSink, Harness, Mediation,
+    Action, Authorizer, CallerIdentity, Capabilities, Descriptor, EventSink, Harness, Mediation,
     OwnerAllowlistAuthorizer, Resumability, RuntimeCapabilities, Start, ToolCall, ToolResult,
 };
 use agentsessions_auth::{Authenticated, Authenticator, JwtVerifier};
-use agentsessions_controller::ToolExecutor;
 use agentsessions_console::{CONTENT_SECURITY_POLICY, CSRF_HEADER, Console, router};
+use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::EchoHarness;
 use agentsessions_journal::{Journal, SqliteJournal};
 use agentsessions_model::EchoModel;
@@ -59,8 +59,10 @@ impl Harness for GatedHarness {
         sink.tool_call(ToolCall {
             id: "call-1".into(),
             tool: "charge".into(),
-            args: serde_json::from_value(json!({"amount": 42, "note": "<img src=x onerror=alert(1)>"}))
-                .ok(),
+            args: serde_json::from_value(
+                json!({"amount": 42, "note": "<img src=x onerror=alert(1)>"}),
+            )
+            .ok(),
             mediation: Mediation::RequiresApproval,
             idempotency_key: "k".into(),
         })
@@ -170,7 +172,9 @@ impl Served {
     /// `method path` with `body`, as `who` (a token subject; "" sends none), with the CSRF
     /// header on every state-changing request.
     async fn call(&self, method: Method, path: &str, who: &str, body: Option<Value>) -> Answer {
-        let mut request = self.http.request(method.clone(), format!("{}{path}", self.base));
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base));
         if !who.is_empty() {
             request = request.bearer_auth(token(who));
         }
@@ -196,7 +200,11 @@ impl Served {
     /// A new session (named `name`, on `harness`) created as `who`; its uid.
     async fn create(&self, who: &str, name: &str, harness: &str) -> String {
         let made = self
-            .post("/api/v1/sessions", who, json!({"name": name, "harness": harness}))
+            .post(
+                "/api/v1/sessions",
+                who,
+                json!({"name": name, "harness": harness}),
+            )
             .await;
         assert_eq!(made.status, StatusCode::CREATED, "{}", made.text);
         made.json["session"]["metadata"]["uid"]
@@ -272,24 +280,44 @@ async fn the_page_and_its_assets_come_with_a_strict_content_security_policy() {
     let served = serve(None, Vec::new()).await;
     let page = served.get("/", "").await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page.headers["content-type"].to_str().unwrap().starts_with("text/html"));
-    assert_eq!(page.headers["content-security-policy"], CONTENT_SECURITY_POLICY);
+    assert!(
+        page.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert_eq!(
+        page.headers["content-security-policy"],
+        CONTENT_SECURITY_POLICY
+    );
     assert_eq!(page.headers["x-content-type-options"], "nosniff");
     assert_eq!(page.headers["x-frame-options"], "DENY");
     // No inline script and no inline handlers: the policy would refuse them anyway.
     assert!(!page.text.contains("<script>"), "{}", page.text);
-    assert!(!has_inline_handler(&page.text), "inline handler in {}", page.text);
+    assert!(
+        !has_inline_handler(&page.text),
+        "inline handler in {}",
+        page.text
+    );
     assert!(!CONTENT_SECURITY_POLICY.contains("unsafe-inline"));
     let script = served.get("/assets/console.js", "").await;
     assert_eq!(script.status, StatusCode::OK);
-    assert!(script.headers["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    assert!(
+        script.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
     assert!(
         !script.text.contains(".innerHTML"),
         "the script builds the DOM from text only"
     );
     let style = served.get("/assets/console.css", "").await;
     assert_eq!(style.status, StatusCode::OK);
-    assert_eq!(served.get("/assets/other.js", "").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        served.get("/assets/other.js", "").await.status,
+        StatusCode::NOT_FOUND
+    );
     let me = served.get("/api/v1/me", "").await;
     assert_eq!(me.json, json!({"authenticated": false, "enforcing": false}));
 }
@@ -317,7 +345,10 @@ async fn sessions_list_newest_first_with_filters_and_pages() {
     let mut token = String::new();
     loop {
         let page = served
-            .get(&format!("/api/v1/sessions?page_size=2&page_token={token}"), "")
+            .get(
+                &format!("/api/v1/sessions?page_size=2&page_token={token}"),
+                "",
+            )
             .await;
         assert!(uids(&page.json).len() <= 2);
         paged.extend(uids(&page.json));
@@ -345,7 +376,10 @@ async fn sessions_list_newest_first_with_filters_and_pages() {
     assert_eq!(uids(&first.json), vec![made[4].clone()]);
     let token = first.json["next_page_token"].as_str().unwrap();
     let second = served
-        .get(&format!("/api/v1/sessions?harness=echo&page_size=1&page_token={token}"), "")
+        .get(
+            &format!("/api/v1/sessions?harness=echo&page_size=1&page_token={token}"),
+            "",
+        )
         .await;
     assert_eq!(uids(&second.json), vec![made[3].clone()]);
     let none = served.get("/api/v1/sessions?project=elsewhere", "").await;
@@ -353,7 +387,12 @@ async fn sessions_list_newest_first_with_filters_and_pages() {
 
     for bad in ["state=sleeping", "page_size=-1", "color=red"] {
         let refused = served.get(&format!("/api/v1/sessions?{bad}"), "").await;
-        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{bad}: {}", refused.text);
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{bad}: {}",
+            refused.text
+        );
         assert_eq!(refused.json["error"]["code"], "INVALID_ARGUMENT", "{bad}");
     }
 }
@@ -370,19 +409,37 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
     assert_eq!(shown.json["session"]["metadata"]["name"], "notes");
     assert_eq!(shown.json["session"]["exec_state"], "EXEC_COMPLETED");
     let permissions = shown.json["permissions"].as_array().unwrap();
-    for action in ["read", "approve", "cancel", "suspend", "resume", "fork", "delete"] {
-        assert!(permissions.contains(&json!(action)), "{action}: {permissions:?}");
+    for action in [
+        "read", "approve", "cancel", "suspend", "resume", "fork", "delete",
+    ] {
+        assert!(
+            permissions.contains(&json!(action)),
+            "{action}: {permissions:?}"
+        );
     }
 
-    let all = served.get(&format!("/api/v1/sessions/{uid}/records"), "").await;
+    let all = served
+        .get(&format!("/api/v1/sessions/{uid}/records"), "")
+        .await;
     assert_eq!(all.json["head_seq"], 10);
     assert_eq!(all.json["next_seq"], 0);
     let records = &all.json["records"];
     assert_eq!(
         kinds(records)[..5],
-        ["EVENT_EXECUTION_START", "EVENT_INPUT", "EVENT_MODEL_CALL", "EVENT_OUTPUT", "EVENT_END"]
+        [
+            "EVENT_EXECUTION_START",
+            "EVENT_INPUT",
+            "EVENT_MODEL_CALL",
+            "EVENT_OUTPUT",
+            "EVENT_END"
+        ]
     );
-    assert!(records[0]["commit_time"].as_str().unwrap().starts_with("20"));
+    assert!(
+        records[0]["commit_time"]
+            .as_str()
+            .unwrap()
+            .starts_with("20")
+    );
     assert_eq!(records[1]["hash"], records[2]["prev_hash"]);
     // Content comes back as data, exactly as stored.
     assert_eq!(
@@ -391,7 +448,10 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
     );
 
     let page = served
-        .get(&format!("/api/v1/sessions/{uid}/records?from=3&limit=4"), "")
+        .get(
+            &format!("/api/v1/sessions/{uid}/records?from=3&limit=4"),
+            "",
+        )
         .await;
     let seqs: Vec<i64> = page.json["records"]
         .as_array()
@@ -415,16 +475,19 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
         .await;
     assert_eq!(negative.status, StatusCode::BAD_REQUEST);
 
-    let verified = served.get(&format!("/api/v1/sessions/{uid}/verify"), "").await;
+    let verified = served
+        .get(&format!("/api/v1/sessions/{uid}/verify"), "")
+        .await;
     assert_eq!(verified.json["verified"], true, "{}", verified.text);
     assert_eq!(verified.json["records"], 10);
     assert_eq!(
-        verified.json["head_hash"],
-        records[9]["hash"],
+        verified.json["head_hash"], records[9]["hash"],
         "the head is the last record's hash"
     );
 
-    let audit = served.get(&format!("/api/v1/sessions/{uid}/audit"), "").await;
+    let audit = served
+        .get(&format!("/api/v1/sessions/{uid}/audit"), "")
+        .await;
     assert_eq!(audit.status, StatusCode::OK);
     assert_eq!(
         audit.headers["content-disposition"],
@@ -452,7 +515,11 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
         .collect();
     assert_eq!(children.len(), 2);
     let grandchild = served
-        .post(&format!("/api/v1/sessions/{}/fork", children[0]), "", json!({}))
+        .post(
+            &format!("/api/v1/sessions/{}/fork", children[0]),
+            "",
+            json!({}),
+        )
         .await;
     let grandchild = grandchild.json["children"][0]["metadata"]["uid"]
         .as_str()
@@ -484,19 +551,40 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
     assert_eq!(left["children"][0]["uid"], grandchild.as_str());
 
     let bad_fork = served
-        .post(&format!("/api/v1/sessions/{uid}/fork"), "", json!({"count": 2, "names": ["one"]}))
+        .post(
+            &format!("/api/v1/sessions/{uid}/fork"),
+            "",
+            json!({"count": 2, "names": ["one"]}),
+        )
         .await;
-    assert_eq!(bad_fork.status, StatusCode::BAD_REQUEST, "{}", bad_fork.text);
+    assert_eq!(
+        bad_fork.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        bad_fork.text
+    );
     let unknown_field = served
-        .post(&format!("/api/v1/sessions/{uid}/fork"), "", json!({"identity": "me"}))
+        .post(
+            &format!("/api/v1/sessions/{uid}/fork"),
+            "",
+            json!({"identity": "me"}),
+        )
         .await;
     assert_eq!(unknown_field.status, StatusCode::BAD_REQUEST);
 
     for path in ["", "/records", "/verify", "/audit", "/tree", "/events"] {
         let missing = served
-            .get(&format!("/api/v1/sessions/sess-000000000000000000000000{path}"), "")
+            .get(
+                &format!("/api/v1/sessions/sess-000000000000000000000000{path}"),
+                "",
+            )
             .await;
-        assert_eq!(missing.status, StatusCode::NOT_FOUND, "{path}: {}", missing.text);
+        assert_eq!(
+            missing.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            missing.text
+        );
         assert_eq!(missing.json["error"]["code"], "NOT_FOUND", "{path}");
     }
 }
@@ -512,7 +600,11 @@ async fn lifecycle_actions_suspend_resume_cancel_and_delete() {
     assert_eq!(suspended.status, StatusCode::OK, "{}", suspended.text);
     assert_eq!(suspended.json["session"]["compute_state"], "COMPUTE_COLD");
     let resumed = served.post(&format!("{base}/resume"), "", json!({})).await;
-    assert_eq!(resumed.json["session"]["compute_state"], "COMPUTE_LIVE", "{}", resumed.text);
+    assert_eq!(
+        resumed.json["session"]["compute_state"], "COMPUTE_LIVE",
+        "{}",
+        resumed.text
+    );
     // Nothing runs: there is nothing to cancel.
     let cancel = served
         .post(&format!("{base}/cancel"), "", json!({"reason": "stop"}))
@@ -523,7 +615,12 @@ async fn lifecycle_actions_suspend_resume_cancel_and_delete() {
     let decision = served
         .post(&format!("{base}/decision"), "", json!({"approved": true}))
         .await;
-    assert_eq!(decision.status, StatusCode::BAD_REQUEST, "{}", decision.text);
+    assert_eq!(
+        decision.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        decision.text
+    );
 
     // An empty body is fine for actions without options.
     let empty = served
@@ -547,7 +644,10 @@ async fn lifecycle_actions_suspend_resume_cancel_and_delete() {
 
     let deleted = served.call(Method::DELETE, &base, "", None).await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text);
-    assert_eq!(deleted.json["session"]["deletion_state"], "DELETION_PENDING");
+    assert_eq!(
+        deleted.json["session"]["deletion_state"],
+        "DELETION_PENDING"
+    );
     let refused = served.post(&format!("{base}/fork"), "", json!({})).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
 }
@@ -559,15 +659,25 @@ async fn state_changing_requests_need_the_csrf_header_and_the_same_origin() {
     let host = served.base.trim_start_matches("http://").to_owned();
     let cases: [(&str, Vec<(&str, String)>, StatusCode); 6] = [
         ("no header", vec![], StatusCode::FORBIDDEN),
-        ("empty header", vec![(CSRF_HEADER, String::new())], StatusCode::FORBIDDEN),
+        (
+            "empty header",
+            vec![(CSRF_HEADER, String::new())],
+            StatusCode::FORBIDDEN,
+        ),
         (
             "another origin",
-            vec![(CSRF_HEADER, "1".into()), ("origin", "http://evil.example".into())],
+            vec![
+                (CSRF_HEADER, "1".into()),
+                ("origin", "http://evil.example".into()),
+            ],
             StatusCode::FORBIDDEN,
         ),
         (
             "a cross-site fetch",
-            vec![(CSRF_HEADER, "1".into()), ("sec-fetch-site", "cross-site".into())],
+            vec![
+                (CSRF_HEADER, "1".into()),
+                ("sec-fetch-site", "cross-site".into()),
+            ],
             StatusCode::FORBIDDEN,
         ),
         (
@@ -579,7 +689,11 @@ async fn state_changing_requests_need_the_csrf_header_and_the_same_origin() {
             ],
             StatusCode::CREATED,
         ),
-        ("a script with the header", vec![(CSRF_HEADER, "1".into())], StatusCode::CREATED),
+        (
+            "a script with the header",
+            vec![(CSRF_HEADER, "1".into())],
+            StatusCode::CREATED,
+        ),
     ];
     for (what, headers, expected) in cases {
         let mut request = served
@@ -597,7 +711,11 @@ async fn state_changing_requests_need_the_csrf_header_and_the_same_origin() {
         }
     }
     let listed = served.get("/api/v1/sessions", "").await;
-    assert_eq!(uids(&listed.json).len(), 2, "only the two allowed requests created sessions");
+    assert_eq!(
+        uids(&listed.json).len(),
+        2,
+        "only the two allowed requests created sessions"
+    );
     let uid = uids(&listed.json)[0].clone();
     let delete = served
         .http
@@ -614,7 +732,12 @@ async fn state_changing_requests_need_the_csrf_header_and_the_same_origin() {
 async fn a_console_answers_only_its_own_host_names() {
     let served = serve(None, vec!["console.test:80".into()]).await;
     let wrong = served.get("/api/v1/sessions", "").await;
-    assert_eq!(wrong.status, StatusCode::MISDIRECTED_REQUEST, "{}", wrong.text);
+    assert_eq!(
+        wrong.status,
+        StatusCode::MISDIRECTED_REQUEST,
+        "{}",
+        wrong.text
+    );
     let right = served
         .http
         .get(format!("{}/api/v1/sessions", served.base))
@@ -637,14 +760,21 @@ async fn approvals_are_listed_and_decided_and_the_turn_resumes() {
     assert_eq!(pending.status, StatusCode::OK);
     let list = pending.json["approvals"].as_array().unwrap();
     assert_eq!(list.len(), 2, "{}", pending.text);
-    let first = list.iter().find(|a| a["session_uid"] == approved.as_str()).unwrap();
+    let first = list
+        .iter()
+        .find(|a| a["session_uid"] == approved.as_str())
+        .unwrap();
     assert_eq!(first["tool"], "charge");
     assert_eq!(first["args"]["amount"], 42);
     assert_eq!(first["can_decide"], true);
     assert!(first["request_seq"].as_i64().unwrap() > 0);
 
     let unset = served
-        .post(&format!("/api/v1/sessions/{approved}/decision"), "", json!({"reason": "?"}))
+        .post(
+            &format!("/api/v1/sessions/{approved}/decision"),
+            "",
+            json!({"reason": "?"}),
+        )
         .await;
     assert_eq!(unset.status, StatusCode::BAD_REQUEST, "{}", unset.text);
 
@@ -656,18 +786,38 @@ async fn approvals_are_listed_and_decided_and_the_turn_resumes() {
         )
         .await;
     assert_eq!(decided.status, StatusCode::OK, "{}", decided.text);
-    assert_eq!(decided.json["decision"]["event"]["kind"], "EVENT_APPROVAL_RESULT");
-    assert_eq!(decided.json["decision"]["event"]["approval_result"]["approved"], true);
-    assert_eq!(decided.json["session"]["exec_state"], "EXEC_COMPLETED", "{}", decided.text);
+    assert_eq!(
+        decided.json["decision"]["event"]["kind"],
+        "EVENT_APPROVAL_RESULT"
+    );
+    assert_eq!(
+        decided.json["decision"]["event"]["approval_result"]["approved"],
+        true
+    );
+    assert_eq!(
+        decided.json["session"]["exec_state"], "EXEC_COMPLETED",
+        "{}",
+        decided.text
+    );
     let records = served
         .get(&format!("/api/v1/sessions/{approved}/records"), "")
         .await;
     let seen = kinds(&records.json["records"]);
-    assert!(seen.contains(&"EVENT_APPROVAL_RESULT".to_owned()), "{seen:?}");
+    assert!(
+        seen.contains(&"EVENT_APPROVAL_RESULT".to_owned()),
+        "{seen:?}"
+    );
     assert!(seen.contains(&"EVENT_END".to_owned()), "{seen:?}");
-    assert_eq!(served.tool.0.load(Ordering::SeqCst), 1, "the approved call ran once");
+    assert_eq!(
+        served.tool.0.load(Ordering::SeqCst),
+        1,
+        "the approved call ran once"
+    );
 
-    let by_request = &list.iter().find(|a| a["session_uid"] == denied.as_str()).unwrap();
+    let by_request = &list
+        .iter()
+        .find(|a| a["session_uid"] == denied.as_str())
+        .unwrap();
     let refused = served
         .post(
             &format!("/api/v1/sessions/{denied}/decision"),
@@ -697,10 +847,21 @@ async fn approvals_are_listed_and_decided_and_the_turn_resumes() {
         .cloned()
         .unwrap();
     assert_eq!(result["event"]["result"]["is_error"], true, "{result}");
-    assert_eq!(result["event"]["result"]["code"], "APPROVAL_DENIED", "{result}");
-    assert_eq!(served.tool.0.load(Ordering::SeqCst), 1, "a denied call never runs");
+    assert_eq!(
+        result["event"]["result"]["code"], "APPROVAL_DENIED",
+        "{result}"
+    );
+    assert_eq!(
+        served.tool.0.load(Ordering::SeqCst),
+        1,
+        "a denied call never runs"
+    );
     let again = served.get("/api/v1/approvals", "").await;
-    assert!(again.json["approvals"].as_array().unwrap().is_empty(), "{}", again.text);
+    assert!(
+        again.json["approvals"].as_array().unwrap().is_empty(),
+        "{}",
+        again.text
+    );
 }
 
 #[tokio::test]
@@ -710,12 +871,20 @@ async fn events_stream_the_records_then_new_commits_then_the_deletion() {
     served.exec(&uid, None, "first").await;
     let mut stream = served
         .http
-        .get(format!("{}/api/v1/sessions/{uid}/events?from=2", served.base))
+        .get(format!(
+            "{}/api/v1/sessions/{uid}/events?from=2",
+            served.base
+        ))
         .send()
         .await
         .unwrap();
     assert_eq!(stream.status(), StatusCode::OK);
-    assert!(stream.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let mut seen = String::new();
     // Reads until `needle` has arrived, or fails after a while.
     async fn until(stream: &mut reqwest::Response, seen: &mut String, needle: &str) {
@@ -786,12 +955,25 @@ async fn under_a_policy_callers_see_and_change_only_what_they_may() {
     // as for a session that does not exist, and nothing he gets names it.
     let missing = "sess-000000000000000000000000";
     for path in ["", "/records", "/verify", "/audit", "/tree", "/events"] {
-        let hidden = served.get(&format!("/api/v1/sessions/{secret}{path}"), "bob").await;
-        let absent = served.get(&format!("/api/v1/sessions/{missing}{path}"), "bob").await;
-        assert_eq!(hidden.status, StatusCode::NOT_FOUND, "{path}: {}", hidden.text);
+        let hidden = served
+            .get(&format!("/api/v1/sessions/{secret}{path}"), "bob")
+            .await;
+        let absent = served
+            .get(&format!("/api/v1/sessions/{missing}{path}"), "bob")
+            .await;
+        assert_eq!(
+            hidden.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            hidden.text
+        );
         assert_eq!(absent.status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(hidden.json["error"]["code"], absent.json["error"]["code"]);
-        assert!(!hidden.text.contains(SECRET_NAME), "{path}: {}", hidden.text);
+        assert!(
+            !hidden.text.contains(SECRET_NAME),
+            "{path}: {}",
+            hidden.text
+        );
     }
     for (method, path, body) in [
         (Method::POST, "/suspend", json!({})),
@@ -802,14 +984,26 @@ async fn under_a_policy_callers_see_and_change_only_what_they_may() {
         (Method::DELETE, "", json!({})),
     ] {
         let refused = served
-            .call(method, &format!("/api/v1/sessions/{secret}{path}"), "bob", Some(body))
+            .call(
+                method,
+                &format!("/api/v1/sessions/{secret}{path}"),
+                "bob",
+                Some(body),
+            )
             .await;
-        assert_eq!(refused.status, StatusCode::NOT_FOUND, "{path}: {}", refused.text);
+        assert_eq!(
+            refused.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            refused.text
+        );
         assert!(!refused.text.contains(SECRET_NAME));
     }
     let listed = served.get("/api/v1/sessions", "bob").await;
     assert_eq!(uids(&listed.json), vec![own.clone()]);
-    let searched = served.get(&format!("/api/v1/sessions?q={SECRET_NAME}"), "bob").await;
+    let searched = served
+        .get(&format!("/api/v1/sessions?q={SECRET_NAME}"), "bob")
+        .await;
     assert!(uids(&searched.json).is_empty());
     let bobs_approvals = served.get("/api/v1/approvals", "bob").await;
     let list = bobs_approvals.json["approvals"].as_array().unwrap();
@@ -819,19 +1013,49 @@ async fn under_a_policy_callers_see_and_change_only_what_they_may() {
     // that says so (he knows the session exists).
     assert_eq!(list[0]["can_decide"], false);
     let his = served.get(&format!("/api/v1/sessions/{own}"), "bob").await;
-    assert!(!his.json["permissions"].as_array().unwrap().contains(&json!("approve")));
-    assert!(his.json["permissions"].as_array().unwrap().contains(&json!("read")));
+    assert!(
+        !his.json["permissions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("approve"))
+    );
+    assert!(
+        his.json["permissions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("read"))
+    );
     let not_his_to_decide = served
-        .post(&format!("/api/v1/sessions/{own}/decision"), "bob", json!({"approved": true}))
+        .post(
+            &format!("/api/v1/sessions/{own}/decision"),
+            "bob",
+            json!({"approved": true}),
+        )
         .await;
-    assert_eq!(not_his_to_decide.status, StatusCode::FORBIDDEN, "{}", not_his_to_decide.text);
+    assert_eq!(
+        not_his_to_decide.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        not_his_to_decide.text
+    );
     assert_eq!(not_his_to_decide.json["error"]["code"], "PERMISSION_DENIED");
 
     // Alice decides her own; the decision's actor is the verified caller.
-    let hers = served.get(&format!("/api/v1/sessions/{secret}"), "alice").await;
-    assert!(hers.json["permissions"].as_array().unwrap().contains(&json!("approve")));
+    let hers = served
+        .get(&format!("/api/v1/sessions/{secret}"), "alice")
+        .await;
+    assert!(
+        hers.json["permissions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("approve"))
+    );
     let decided = served
-        .post(&format!("/api/v1/sessions/{secret}/decision"), "alice", json!({"approved": true}))
+        .post(
+            &format!("/api/v1/sessions/{secret}/decision"),
+            "alice",
+            json!({"approved": true}),
+        )
         .await;
     assert_eq!(decided.status, StatusCode::OK, "{}", decided.text);
     let actor = &decided.json["decision"]["event"]["actor"];

@@ -64,7 +64,10 @@ impl SessionsService {
             };
             let mut all = true;
             for &needed in needs {
-                all &= inner.authz.allows_session(&call, needed, uid, &owner).await?;
+                all &= inner
+                    .authz
+                    .allows_session(&call, needed, uid, &owner)
+                    .await?;
             }
             if all {
                 allowed.push(action);

@@ -72,7 +72,10 @@ impl Daemon {
         let (mut addr, mut http) = (String::new(), String::new());
         while addr.is_empty() || http.is_empty() {
             let mut line = String::new();
-            assert!(stdout.read_line(&mut line).unwrap() > 0, "the daemon exited");
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the daemon exited"
+            );
             let line = line.trim();
             if let Some(rest) = line.strip_prefix("agentsessionsd listening on ") {
                 rest.clone_into(&mut addr);

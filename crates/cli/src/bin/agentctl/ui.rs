@@ -37,8 +37,7 @@ pub(crate) async fn serve(cli: &Cli, addr: &str) -> Result<(), CliError> {
         },
     )?;
     let service = assembled.service;
-    let console =
-        Console::new(service.clone()).with_allowed_hosts(Console::loopback_hosts(bound));
+    let console = Console::new(service.clone()).with_allowed_hosts(Console::loopback_hosts(bound));
     {
         let mut out = std::io::stdout().lock();
         writeln!(
