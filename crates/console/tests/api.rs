@@ -239,7 +239,7 @@ async fn answer(response: reqwest::Response) -> Answer {
     let status = response.status();
     let headers = response.headers().clone();
     let text = response.text().await.unwrap();
-    let json = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
+    let json = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()));
     Answer {
         status,
         headers,
@@ -657,7 +657,8 @@ async fn state_changing_requests_need_the_csrf_header_and_the_same_origin() {
     let served = serve(None, Vec::new()).await;
     let url = format!("{}/api/v1/sessions", served.base);
     let host = served.base.trim_start_matches("http://").to_owned();
-    let cases: [(&str, Vec<(&str, String)>, StatusCode); 6] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, StatusCode);
+    let cases: [Case<'_>; 6] = [
         ("no header", vec![], StatusCode::FORBIDDEN),
         (
             "empty header",
