@@ -3,6 +3,7 @@
 //! and merged here, in [`router`], so the listener, its shutdown and its address are set up once.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use agentsessions_server::SessionsService;
 use axum::Router;
@@ -15,6 +16,9 @@ pub struct HttpParts {
     /// The Sessions service the gRPC listener serves; HTTP reads and actions go through it, so
     /// they obey the same validation, authorization and ownership rules.
     pub service: SessionsService,
+    /// The authenticator of the gRPC listener (`None`: anonymous callers), so HTTP callers
+    /// authenticate the same way.
+    pub authenticator: Option<Arc<agentsessions_auth::Authenticator>>,
 }
 
 impl std::fmt::Debug for HttpParts {
@@ -24,10 +28,16 @@ impl std::fmt::Debug for HttpParts {
 }
 
 /// The router the HTTP listener serves: `GET /healthz` (200 while the daemon serves), and the
-/// parts merged in.
+/// parts merged in: the web console (`/`, `/assets/*`) and its JSON API (`/api/v1/*`).
 pub fn router(parts: HttpParts) -> Router {
-    let HttpParts { service: _ } = parts;
-    Router::new().route("/healthz", get(healthz))
+    let HttpParts {
+        service,
+        authenticator,
+    } = parts;
+    let console = agentsessions_console::Console::new(service).with_authenticator(authenticator);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(agentsessions_console::router(console))
 }
 
 /// Liveness for load balancers and scripts: the listener answers only while the daemon runs.

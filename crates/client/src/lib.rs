@@ -33,4 +33,4 @@ pub mod records;
 pub use client::Client;
 pub use error::{ClientError, Result, code_name};
 pub use options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
-pub use records::{text_of, uid_of, verify};
+pub use records::{decode, text_of, uid_of, verify};

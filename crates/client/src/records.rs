@@ -27,6 +27,20 @@ pub fn uid_of(session: &pb::Session) -> &str {
 /// # Errors
 /// [`ClientError::BadRecord`] naming the first record that does not decode or verify.
 pub fn verify(records: &[pb::LogRecord]) -> Result<ChainSummary> {
+    let decoded = decode(records)?;
+    verify_records(&decoded).map_err(|fault| ClientError::BadRecord {
+        seq: fault.seq(),
+        reason: fault.to_string(),
+    })
+}
+
+/// `records` (as returned by [`Client::replay`]) as the journal's records, for the tools that
+/// take those (the audit bundle, chain verification). The commit time is left out: it is not
+/// hashed.
+///
+/// # Errors
+/// [`ClientError::BadRecord`] naming the first record whose event does not decode.
+pub fn decode(records: &[pb::LogRecord]) -> Result<Vec<LogRecord>> {
     let mut decoded = Vec::with_capacity(records.len());
     for record in records {
         let event = record.event.clone().ok_or_else(|| ClientError::BadRecord {
@@ -44,12 +58,8 @@ pub fn verify(records: &[pb::LogRecord]) -> Result<ChainSummary> {
             hash: record.content_hash.clone(),
             fence: record.fence,
             event,
-            // Not hashed: the chain verifies without it.
             committed_at: None,
         });
     }
-    verify_records(&decoded).map_err(|fault| ClientError::BadRecord {
-        seq: fault.seq(),
-        reason: fault.to_string(),
-    })
+    Ok(decoded)
 }

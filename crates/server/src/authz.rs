@@ -172,6 +172,32 @@ impl CallAuthorizer {
         }
     }
 
+    /// Whether the policy allows `action` on session `uid` owned by `owner`, a denial being an
+    /// answer rather than an error (and not logged): for showing what a caller may do.
+    ///
+    /// # Errors
+    /// [`ServerError::AuthorizationFailed`] when the policy fails without deciding.
+    pub(crate) async fn allows_session(
+        &self,
+        call: &Call,
+        action: Action,
+        uid: &str,
+        owner: &CallerIdentity,
+    ) -> Result<bool> {
+        let request = AuthorizationRequest::for_session(
+            call.caller.clone(),
+            action,
+            uid,
+            owner.clone(),
+            call.method,
+        );
+        match self.decide(&request).await {
+            Decision::Allowed => Ok(true),
+            Decision::Denied => Ok(false),
+            Decision::Failed => Err(ServerError::AuthorizationFailed),
+        }
+    }
+
     async fn check(&self, request: AuthorizationRequest) -> Result<()> {
         match self.decide(&request).await {
             Decision::Allowed => Ok(()),

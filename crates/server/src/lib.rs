@@ -30,6 +30,7 @@
 //! - `builder`: [`ServerBuilder`].
 //! - [`error`]: [`ServerError`] and the one error → gRPC status table.
 //! - [`harnesses`]: harness address rules.
+//! - `permissions`: [`SessionsService::permitted`], what a caller may do to a session.
 //! - `requests`: request validation, proto request → validated request (`TryFrom`).
 //! - `rpc`: what every RPC does around its handler (caller, span, request id, status).
 //! - [`service`]: every Sessions RPC.
@@ -46,6 +47,7 @@ pub mod error;
 pub mod harnesses;
 mod record_page;
 pub mod reflection;
+mod permissions;
 pub mod registry;
 mod render;
 mod requests;

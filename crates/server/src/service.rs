@@ -97,6 +97,13 @@ impl SessionsService {
         self.inner.tasks.wait().await;
     }
 
+    /// A token cancelled when the service starts stopping (a listener's shutdown, or
+    /// [`SessionsService::shutdown`]), for other front ends' long-lived streams to end with it.
+    /// Cancelling it stops nothing else.
+    pub fn stopping(&self) -> CancellationToken {
+        self.inner.stop.child_token()
+    }
+
     /// The stop signal alone, for a listener's shutdown future to fire before it drains.
     pub(crate) fn stop_token(&self) -> CancellationToken {
         self.inner.stop.clone()

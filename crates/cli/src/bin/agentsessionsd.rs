@@ -494,6 +494,7 @@ async fn serve(
         http_bound = Some(http_local);
         let router = agentsessions_cli::http::router(agentsessions_cli::http::HttpParts {
             service: assembled.service.clone(),
+            authenticator: serve_options.authenticator.clone(),
         });
         let until = stopped(stopping.clone());
         tasks.spawn(async move {

@@ -257,6 +257,17 @@ pub(crate) enum Command {
         #[arg(long)]
         copy: bool,
     },
+    /// Serve the web console over the local journal (embedded, like exec) and print its URL.
+    #[command(after_long_help = "Examples:\n  \
+        agentctl ui                          # http://127.0.0.1:7780/\n  \
+        agentctl --journal agents.db ui --addr 127.0.0.1:0\n\n\
+        It listens on a loopback address only and answers only to loopback host names; for a\n\
+        console others can reach, start agentsessionsd with --http-addr.")]
+    Ui {
+        /// Address to listen on (a loopback address; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:7780")]
+        addr: String,
+    },
     /// Print a shell completion script.
     #[command(after_long_help = "Examples:\n  \
         agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl\n  \

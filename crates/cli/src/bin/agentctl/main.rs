@@ -15,6 +15,7 @@ mod lineage;
 mod out;
 mod registry;
 mod sessions;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,7 @@ async fn run(cli: Cli, out: &mut Out) -> Result<(), CliError> {
             let journal = connect::local_journal(&cli).await?;
             return history::export(journal.as_ref(), out, &cli.journal, session, format).await;
         }
+        Command::Ui { addr } => return ui::serve(&cli, addr).await,
         Command::Import {
             file,
             session,
@@ -121,6 +123,7 @@ async fn command(
         Command::Export { .. }
         | Command::Import { .. }
         | Command::Harness { .. }
+        | Command::Ui { .. }
         | Command::Completions { .. } => Ok(()),
     }
 }
