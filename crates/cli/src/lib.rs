@@ -3,7 +3,9 @@
 //! identity of [`identity`]), and printing records and sessions for people ([`output`]).
 #![warn(missing_docs)]
 
+pub mod effective;
 pub mod host;
 pub mod identity;
 pub mod models;
+pub mod observability;
 pub mod output;

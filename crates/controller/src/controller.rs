@@ -16,6 +16,7 @@ use agentsessions_api::{
     Timestamp,
 };
 use agentsessions_journal::{Journal, LogRecord};
+use tracing::Instrument as _;
 
 use self::closing::RunEnd;
 pub use self::replay::ReplayReport;
@@ -30,6 +31,7 @@ use crate::log::{
 };
 use crate::settings::TurnSettings;
 use crate::sink::{Mode, Sink, SinkContext};
+use crate::spans;
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -370,6 +372,23 @@ impl Controller {
         request: ExecRequest,
         records: Vec<LogRecord>,
     ) -> Result<TurnOutcome> {
+        let span = spans::turn(&self.session, &self.registry_name, "exec");
+        let started = std::time::Instant::now();
+        let result = self.run_exec(request, records).instrument(span.clone()).await;
+        spans::turn_ended(&span, self.metric_harness(), started, &result);
+        result
+    }
+
+    /// The harness name turn metrics carry.
+    fn metric_harness(&self) -> &str {
+        if self.registry_name.is_empty() {
+            "unnamed"
+        } else {
+            &self.registry_name
+        }
+    }
+
+    async fn run_exec(&self, request: ExecRequest, records: Vec<LogRecord>) -> Result<TurnOutcome> {
         self.require_session()?;
         ExecutionLog::read(&records)?;
         let scan = ApprovalScan::scan(&records, 0)?;
@@ -384,6 +403,7 @@ impl Controller {
         let default_model = self.default_model()?;
         let descriptor = self.describe(request.deadline).await?;
         let execution_id = self.settings.ids.execution_id();
+        spans::turn_identified(&execution_id, self.served_name(&descriptor));
         let head = records.last().map_or(0, |r| r.seq);
         let expected = request.expected_last_seq.unwrap_or(head);
         let marker = ExecutionStart {
@@ -505,6 +525,17 @@ impl Controller {
     /// # Errors
     /// As [`Controller::resume`].
     pub async fn resume_until(&self, deadline: Option<SystemTime>) -> Result<ResumeOutcome> {
+        let span = spans::turn(&self.session, &self.registry_name, "resume");
+        let started = std::time::Instant::now();
+        let result = self.run_resume(deadline).instrument(span.clone()).await;
+        // Only a turn that was re-driven counts; "nothing to resume" is no turn.
+        if !matches!(&result, Ok(outcome) if !outcome.resumed) {
+            spans::turn_ended(&span, self.metric_harness(), started, &result);
+        }
+        result
+    }
+
+    async fn run_resume(&self, deadline: Option<SystemTime>) -> Result<ResumeOutcome> {
         let records = self.read_all().await?;
         if records.is_empty() {
             return Ok(ResumeOutcome::default());
@@ -543,6 +574,7 @@ impl Controller {
             // harness inside the sink.
             self.describe(deadline).await?
         };
+        spans::turn_identified(&execution_id, self.served_name(&descriptor));
         let mut start = self.recorded_start(
             &pending,
             &shared_history(&records),
@@ -633,6 +665,7 @@ impl Controller {
             .journal
             .append(&self.session, scan.head, fence, event)
             .await?;
+        spans::approval_decided(&records, decision.request_seq, decision.approved, decided_at);
         self.notify(std::slice::from_ref(&record));
         Ok(record)
     }

@@ -36,6 +36,7 @@ pub mod legacy;
 pub mod log;
 pub mod settings;
 mod sink;
+mod spans;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
