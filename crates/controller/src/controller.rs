@@ -372,7 +372,7 @@ impl Controller {
         request: ExecRequest,
         records: Vec<LogRecord>,
     ) -> Result<TurnOutcome> {
-        let span = spans::turn(&self.session, &self.registry_name, "exec");
+        let span = spans::turn(&self.session, self.metric_harness(), "exec");
         let started = std::time::Instant::now();
         let result = self.run_exec(request, records).instrument(span.clone()).await;
         spans::turn_ended(&span, self.metric_harness(), started, &result);
@@ -525,7 +525,7 @@ impl Controller {
     /// # Errors
     /// As [`Controller::resume`].
     pub async fn resume_until(&self, deadline: Option<SystemTime>) -> Result<ResumeOutcome> {
-        let span = spans::turn(&self.session, &self.registry_name, "resume");
+        let span = spans::turn(&self.session, self.metric_harness(), "resume");
         let started = std::time::Instant::now();
         let result = self.run_resume(deadline).instrument(span.clone()).await;
         // Only a turn that was re-driven counts; "nothing to resume" is no turn.

@@ -27,7 +27,7 @@ pub(crate) fn turn(session: &str, harness: &str, operation: &'static str) -> Spa
         session_uid = %session,
         execution_id = Empty,
         harness = %harness,
-        otel.name = Empty,
+        otel.name = %format!("invoke_agent {harness}"),
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = %harness,
         gen_ai.conversation.id = %session,
@@ -42,7 +42,6 @@ pub(crate) fn turn_identified(execution_id: &str, harness: &str) {
     span.record("execution_id", execution_id);
     span.record("harness", harness);
     span.record("gen_ai.agent.name", harness);
-    span.record("otel.name", format!("invoke_agent {harness}"));
 }
 
 /// Records how a turn ended on `span` and in the turn metrics; `outcome` of a parked turn is
