@@ -134,7 +134,9 @@ impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Tra
             opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
         >,
     ) -> Result<
-        tonic::Response<opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse>,
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
         tonic::Status,
     > {
         let spans: usize = request

@@ -78,7 +78,10 @@ mod tests {
         for secret in ["hunter2", "sk-secret", "tok-123"] {
             assert!(!text.contains(secret), "{secret} leaked: {text}");
         }
-        assert!(text.contains("postgres://app:***@db:5432/sessions"), "{text}");
+        assert!(
+            text.contains("postgres://app:***@db:5432/sessions"),
+            "{text}"
+        );
         assert!(text.contains("API_TOKEN"), "variable names stay: {text}");
         assert!(text.contains("MY_KEY"), "{text}");
     }

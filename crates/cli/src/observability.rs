@@ -111,7 +111,10 @@ impl JournalGauges {
 }
 
 impl GaugeSource for JournalGauges {
-    fn refresh<'a>(&'a self, metrics: &'a Metrics) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    fn refresh<'a>(
+        &'a self,
+        metrics: &'a Metrics,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
             if !self.due() {
                 return;
@@ -121,11 +124,15 @@ impl GaugeSource for JournalGauges {
                     let counts: Vec<(&str, i64)> = counts.into_iter().collect();
                     metrics.set_sessions(&counts);
                 }
-                Err(error) => tracing::warn!(component = "metrics", %error, "counting sessions failed"),
+                Err(error) => {
+                    tracing::warn!(component = "metrics", %error, "counting sessions failed")
+                }
             }
             match self.pending_approvals().await {
                 Ok(pending) => metrics.set_approvals_pending(pending),
-                Err(error) => tracing::warn!(component = "metrics", %error, "counting pending approvals failed"),
+                Err(error) => {
+                    tracing::warn!(component = "metrics", %error, "counting pending approvals failed")
+                }
             }
         })
     }

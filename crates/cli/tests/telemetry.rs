@@ -353,8 +353,16 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
     assert_eq!(text(exec, "rpc.system"), "grpc");
     assert_eq!(turn.parent_span_id, exec.span_id, "the turn runs in Exec");
     for span in models.iter().copied().chain([tool]) {
-        assert_eq!(span.trace_id, exec.trace_id, "{} is in the RPC's trace", span.name);
-        assert_eq!(span.parent_span_id, turn.span_id, "{} is the turn's child", span.name);
+        assert_eq!(
+            span.trace_id, exec.trace_id,
+            "{} is in the RPC's trace",
+            span.name
+        );
+        assert_eq!(
+            span.parent_span_id, turn.span_id,
+            "{} is the turn's child",
+            span.name
+        );
     }
 
     let uid = out
@@ -374,22 +382,37 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
         assert_eq!(text(model, "gen_ai.request.model"), "stub-model");
         assert_eq!(int(model, "gen_ai.usage.input_tokens"), 11);
         assert_eq!(int(model, "gen_ai.usage.output_tokens"), 7);
-        assert!(!matches!(attributes(model).get("agentsessions.replayed"), Some(Any::BoolValue(true))));
+        assert!(!matches!(
+            attributes(model).get("agentsessions.replayed"),
+            Some(Any::BoolValue(true))
+        ));
         let attrs = attributes(model);
-        assert!(!attrs.contains_key("gen_ai.input.messages"), "content is off by default");
-        assert!(!attrs.contains_key("gen_ai.output.messages"), "content is off by default");
+        assert!(
+            !attrs.contains_key("gen_ai.input.messages"),
+            "content is off by default"
+        );
+        assert!(
+            !attrs.contains_key("gen_ai.output.messages"),
+            "content is off by default"
+        );
     }
     let reasons: Vec<String> = models
         .iter()
         .map(|m| text(m, "gen_ai.response.finish_reasons"))
         .collect();
-    assert!(reasons.contains(&"[\"tool_calls\"]".to_owned()), "{reasons:?}");
+    assert!(
+        reasons.contains(&"[\"tool_calls\"]".to_owned()),
+        "{reasons:?}"
+    );
     assert!(reasons.contains(&"[\"stop\"]".to_owned()), "{reasons:?}");
 
     assert_eq!(text(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(text(tool, "gen_ai.tool.name"), "fixture__count");
     assert!(!text(tool, "gen_ai.tool.call.id").is_empty());
-    assert_eq!(text(tool, "agentsessions.tool.mediation"), "CONTROLLER_MEDIATED");
+    assert_eq!(
+        text(tool, "agentsessions.tool.mediation"),
+        "CONTROLLER_MEDIATED"
+    );
 
     // The provider received each model call's context: the trace, and the model span as parent.
     let seen = traceparents.lock().unwrap().clone();
@@ -444,7 +467,9 @@ fn content_is_captured_only_when_enabled_over_otlp_http() {
         .map(|m| text(m, "gen_ai.output.messages"))
         .collect();
     assert!(
-        outputs.iter().any(|o| o.contains("fixture__count") && o.contains("tool_call")),
+        outputs
+            .iter()
+            .any(|o| o.contains("fixture__count") && o.contains("tool_call")),
         "the completion is on the span: {outputs:?}"
     );
 }
@@ -503,8 +528,8 @@ fn a_remote_harness_receives_the_trace_context() {
     let trace = hex(&exec.trace_id);
     let seen = connects.lock().unwrap().clone();
     assert!(
-        seen.iter().any(|t| t.split('-').nth(1) == Some(trace.as_str())),
+        seen.iter()
+            .any(|t| t.split('-').nth(1) == Some(trace.as_str())),
         "the harness saw the Exec trace {trace}: {seen:?}"
     );
 }
-

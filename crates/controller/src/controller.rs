@@ -374,7 +374,10 @@ impl Controller {
     ) -> Result<TurnOutcome> {
         let span = spans::turn(&self.session, self.metric_harness(), "exec");
         let started = std::time::Instant::now();
-        let result = self.run_exec(request, records).instrument(span.clone()).await;
+        let result = self
+            .run_exec(request, records)
+            .instrument(span.clone())
+            .await;
         spans::turn_ended(&span, self.metric_harness(), started, &result);
         result
     }
@@ -665,7 +668,12 @@ impl Controller {
             .journal
             .append(&self.session, scan.head, fence, event)
             .await?;
-        spans::approval_decided(&records, decision.request_seq, decision.approved, decided_at);
+        spans::approval_decided(
+            &records,
+            decision.request_seq,
+            decision.approved,
+            decided_at,
+        );
         self.notify(std::slice::from_ref(&record));
         Ok(record)
     }

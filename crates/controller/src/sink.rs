@@ -364,9 +364,10 @@ impl Sink {
             if self.ctx.settings.tools.is_none() {
                 return Err(Self::latch(st, ControllerError::MissingToolExecutor, true));
             }
-            let waited = st.recorded.committed_at(gate.request_seq).zip(
-                st.recorded.committed_at(gate.decision_seq),
-            );
+            let waited = st
+                .recorded
+                .committed_at(gate.request_seq)
+                .zip(st.recorded.committed_at(gate.decision_seq));
             let waited = waited.map(|(asked, decided)| spans::between(asked, decided));
             match self.execute(&call, waited).await {
                 Ok(mut result) => {

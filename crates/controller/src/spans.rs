@@ -86,10 +86,7 @@ fn model_span(provider: &str, model: &str, messages: &[Message], replayed: bool)
         error.r#type = Empty,
     );
     if capture_content() {
-        span.record(
-            "gen_ai.input.messages",
-            messages_json(messages).as_str(),
-        );
+        span.record("gen_ai.input.messages", messages_json(messages).as_str());
     }
     span
 }

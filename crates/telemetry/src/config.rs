@@ -177,15 +177,24 @@ mod tests {
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318/"),
                 ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
                 ("OTEL_SERVICE_NAME", "svc"),
-                ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false"),
+                (
+                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                    "false",
+                ),
             ],
         );
-        assert_eq!(resolved.endpoint.as_deref(), Some("http://env:4318/v1/traces"));
+        assert_eq!(
+            resolved.endpoint.as_deref(),
+            Some("http://env:4318/v1/traces")
+        );
         assert_eq!(resolved.service_name, "svc");
         assert!(!resolved.capture_content);
         let resolved = resolve(
             &file,
-            &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://exact:1/custom")],
+            &[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://exact:1/custom",
+            )],
         );
         assert_eq!(resolved.endpoint.as_deref(), Some("http://exact:1/custom"));
     }
@@ -196,8 +205,14 @@ mod tests {
             otlp_endpoint: "http://file:4318".into(),
             ..TelemetryConfig::default()
         };
-        assert_eq!(resolve(&file, &[("OTEL_SDK_DISABLED", "true")]).endpoint, None);
-        assert_eq!(resolve(&file, &[("OTEL_TRACES_EXPORTER", "none")]).endpoint, None);
+        assert_eq!(
+            resolve(&file, &[("OTEL_SDK_DISABLED", "true")]).endpoint,
+            None
+        );
+        assert_eq!(
+            resolve(&file, &[("OTEL_TRACES_EXPORTER", "none")]).endpoint,
+            None
+        );
     }
 
     #[test]

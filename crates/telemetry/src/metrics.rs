@@ -184,7 +184,10 @@ fn count(value: i64) -> u64 {
 }
 
 impl Metrics {
-    #[allow(clippy::too_many_lines, reason = "one registration per metric, in one place")]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one registration per metric, in one place"
+    )]
     fn new() -> Self {
         let mut registry = Registry::with_prefix("agentsessions");
         let metrics = Self {
@@ -573,7 +576,8 @@ impl Metrics {
 pub trait GaugeSource: Send + Sync {
     /// Sets the gauges on `metrics`; a failure leaves the previous values and is the source's to
     /// log.
-    fn refresh<'a>(&'a self, metrics: &'a Metrics) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    fn refresh<'a>(&'a self, metrics: &'a Metrics)
+    -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 #[cfg(test)]
@@ -607,39 +611,67 @@ mod tests {
         m.turn("chat", "completed", Duration::from_millis(20));
         m.model_call("openai", "gpt", Duration::from_millis(5), 11, 7);
         m.model_call("openai", "gpt", Duration::from_millis(5), 11, 7);
-        m.tool_call("fixture__count", Duration::from_millis(1), Some("executor_error"));
+        m.tool_call(
+            "fixture__count",
+            Duration::from_millis(1),
+            Some("executor_error"),
+        );
         m.journal_batch("sqlite", 3, Duration::from_micros(300), 2);
         m.set_sessions(&[("RUNNING", 2)]);
         let text = m.encode().unwrap();
         assert_eq!(
-            sample(&text, "agentsessions_turns_total", &[("harness", "chat"), ("outcome", "completed")]),
+            sample(
+                &text,
+                "agentsessions_turns_total",
+                &[("harness", "chat"), ("outcome", "completed")]
+            ),
             Some(1.0),
             "{text}"
         );
         assert_eq!(
-            sample(&text, "agentsessions_model_tokens_total", &[("type", "input")]),
+            sample(
+                &text,
+                "agentsessions_model_tokens_total",
+                &[("type", "input")]
+            ),
             Some(22.0),
             "{text}"
         );
         assert_eq!(
-            sample(&text, "agentsessions_tool_errors_total", &[("kind", "executor_error")]),
+            sample(
+                &text,
+                "agentsessions_tool_errors_total",
+                &[("kind", "executor_error")]
+            ),
             Some(1.0),
             "{text}"
         );
         assert_eq!(
-            sample(&text, "agentsessions_journal_queue_depth", &[("backend", "sqlite")]),
+            sample(
+                &text,
+                "agentsessions_journal_queue_depth",
+                &[("backend", "sqlite")]
+            ),
             Some(2.0),
             "{text}"
         );
         assert_eq!(
-            sample(&text, "agentsessions_sessions", &[("compute_state", "RUNNING")]),
+            sample(
+                &text,
+                "agentsessions_sessions",
+                &[("compute_state", "RUNNING")]
+            ),
             Some(2.0),
             "{text}"
         );
         m.set_sessions(&[]);
         let text = m.encode().unwrap();
         assert_eq!(
-            sample(&text, "agentsessions_sessions", &[("compute_state", "RUNNING")]),
+            sample(
+                &text,
+                "agentsessions_sessions",
+                &[("compute_state", "RUNNING")]
+            ),
             None,
             "a state no session is in any more disappears: {text}"
         );

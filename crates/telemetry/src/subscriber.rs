@@ -106,7 +106,9 @@ impl Telemetry {
         let flushed = tokio::task::spawn_blocking(move || provider.shutdown()).await;
         match flushed {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(component = "telemetry", error = %e, "flushing traces failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(component = "telemetry", error = %e, "flushing traces failed")
+            }
             Err(e) => tracing::warn!(component = "telemetry", error = %e, "flushing traces failed"),
         }
     }

@@ -353,7 +353,6 @@ fn install_telemetry(config: &HostConfig) -> anyhow::Result<agentsessions_teleme
 
 /// Everything after logging is set up, until the daemon stops.
 async fn run(config: HostConfig) -> anyhow::Result<()> {
-
     let addr = resolve("addr", &config.addr).await?;
     let registry_addr = match config.registry_addr.as_str() {
         "" => None,
