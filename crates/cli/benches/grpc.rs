@@ -7,6 +7,10 @@
 //! hosts (each its own service and connection pool) sharing one Postgres journal
 //! (`BENCH_POSTGRES_URL`, default the local server), in a fresh schema dropped afterwards.
 //!
+//! `BENCH_TRACING` picks what observes the service: unset or `off`, no subscriber at all; `logs`,
+//! the daemon's log subscriber (lines to stderr); `otlp`, those logs plus every span exported
+//! over OTLP/gRPC to a receiver in this process that counts them (issue 17's "tracing on").
+//!
 //! Run with `cargo bench -p agentsessions-cli --bench grpc`; `BENCH_QUICK=1` for a smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
 
@@ -63,6 +67,7 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     runtime.block_on(async {
+        let tracing = tracing_mode().await;
         let path = dir.path().join("bench.db");
         let journal = open_journal(path.to_str().unwrap(), "").await.unwrap();
         let assembled = build_service(journal, &HostConfig::default()).unwrap();
@@ -103,7 +108,88 @@ fn main() {
         if std::env::var("BENCH_POSTGRES").as_deref() != Ok("off") {
             postgres_hosts(concurrent_turns).await;
         }
+        if let Some((telemetry, spans)) = tracing {
+            telemetry.shutdown().await;
+            println!(
+                "spans received by the OTLP receiver: {}",
+                spans.load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
     });
+}
+
+type Counted = std::sync::Arc<std::sync::atomic::AtomicU64>;
+
+/// Counts the spans it receives.
+#[derive(Clone, Default)]
+struct CountingReceiver(Counted);
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
+    for CountingReceiver
+{
+    async fn export(
+        &self,
+        request: tonic::Request<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        >,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        let spans: usize = request
+            .get_ref()
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum();
+        self.0
+            .fetch_add(spans as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+/// Installs what `BENCH_TRACING` asks for; with `otlp`, also the receiver and its span count.
+async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, Counted)> {
+    use agentsessions_telemetry::{LogFormat, Telemetry, TelemetryConfig};
+    let mode = std::env::var("BENCH_TRACING").unwrap_or_default();
+    let endpoint = match mode.as_str() {
+        "" | "off" => return None,
+        "logs" => String::new(),
+        "otlp" => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let receiver = CountingReceiver::default();
+            let service = opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer::new(receiver.clone());
+            tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+            );
+            let config = TelemetryConfig {
+                otlp_endpoint: format!("http://127.0.0.1:{port}"),
+                otlp_protocol: "grpc".into(),
+                ..TelemetryConfig::default()
+            };
+            let resolved = config.resolve().unwrap();
+            let telemetry = Telemetry::install(LogFormat::Text, &resolved).unwrap();
+            println!("tracing: logs to stderr and spans over OTLP/gRPC to 127.0.0.1:{port}");
+            return Some((telemetry, receiver.0));
+        }
+        other => panic!("BENCH_TRACING={other:?}: expected off, logs or otlp"),
+    };
+    let resolved = TelemetryConfig {
+        otlp_endpoint: endpoint,
+        ..TelemetryConfig::default()
+    }
+    .resolve()
+    .unwrap();
+    let telemetry = Telemetry::install(LogFormat::Text, &resolved).unwrap();
+    println!("tracing: logs to stderr, no span export");
+    Some((telemetry, Counted::default()))
 }
 
 /// Serves a fresh service over `url`/`schema` on a loopback port; returns a client.

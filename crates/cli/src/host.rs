@@ -132,6 +132,9 @@ pub struct HostConfig {
     /// SQLite file of the tool-call ledger that keeps MCP tool effects at most once (default
     /// [`mcp_ledger_path`]).
     pub mcp_ledger: String,
+    /// Trace export (`[telemetry]` in the file; the standard `OTEL_*` variables win over it):
+    /// OTLP endpoint and protocol, service name, and whether model-call content goes on spans.
+    pub telemetry: agentsessions_telemetry::TelemetryConfig,
 }
 
 /// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal

@@ -4,8 +4,10 @@
 //! listener ([`http`]).
 #![warn(missing_docs)]
 
+pub mod effective;
 pub mod host;
 pub mod http;
 pub mod identity;
 pub mod models;
+pub mod observability;
 pub mod output;

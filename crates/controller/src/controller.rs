@@ -16,6 +16,7 @@ use agentsessions_api::{
     Timestamp,
 };
 use agentsessions_journal::{Journal, LogRecord};
+use tracing::Instrument as _;
 
 use self::closing::RunEnd;
 pub use self::replay::ReplayReport;
@@ -28,6 +29,7 @@ use crate::log::{Execution, check_identity, history_for, legacy_tail, needs_iden
 use crate::settings::TurnSettings;
 use crate::sink::{Mode, Sink, SinkContext};
 use crate::view::LogView;
+use crate::spans;
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -378,6 +380,23 @@ impl Controller {
     /// # Errors
     /// As [`Controller::exec`].
     pub async fn exec_view(&self, request: ExecRequest, view: &LogView) -> Result<TurnOutcome> {
+        let span = spans::turn(&self.session, self.metric_harness(), "exec");
+        let started = std::time::Instant::now();
+        let result = self.run_exec(request, view).instrument(span.clone()).await;
+        spans::turn_ended(&span, self.metric_harness(), started, &result);
+        result
+    }
+
+    /// The harness name turn metrics carry.
+    fn metric_harness(&self) -> &str {
+        if self.registry_name.is_empty() {
+            "unnamed"
+        } else {
+            &self.registry_name
+        }
+    }
+
+    async fn run_exec(&self, request: ExecRequest, view: &LogView) -> Result<TurnOutcome> {
         self.require_session()?;
         view.log()?;
         let scan = view.approvals()?;
@@ -392,6 +411,7 @@ impl Controller {
         let default_model = self.default_model()?;
         let descriptor = self.describe(request.deadline).await?;
         let execution_id = self.settings.ids.execution_id();
+        spans::turn_identified(&execution_id, self.served_name(&descriptor));
         let head = view.head();
         let expected = request.expected_last_seq.unwrap_or(head);
         let marker = ExecutionStart {
@@ -527,6 +547,21 @@ impl Controller {
         deadline: Option<SystemTime>,
         view: &LogView,
     ) -> Result<ResumeOutcome> {
+        let span = spans::turn(&self.session, self.metric_harness(), "resume");
+        let started = std::time::Instant::now();
+        let result = self.run_resume(deadline, view).instrument(span.clone()).await;
+        // Only a turn that was re-driven counts; "nothing to resume" is no turn.
+        if !matches!(&result, Ok(outcome) if !outcome.resumed) {
+            spans::turn_ended(&span, self.metric_harness(), started, &result);
+        }
+        result
+    }
+
+    async fn run_resume(
+        &self,
+        deadline: Option<SystemTime>,
+        view: &LogView,
+    ) -> Result<ResumeOutcome> {
         let records = view.records();
         if records.is_empty() {
             return Ok(ResumeOutcome::default());
@@ -565,6 +600,7 @@ impl Controller {
             // harness inside the sink.
             self.describe(deadline).await?
         };
+        spans::turn_identified(&execution_id, self.served_name(&descriptor));
         let mut start = self.recorded_start(
             &pending,
             &view.history(),
@@ -671,6 +707,12 @@ impl Controller {
             .journal
             .append(&self.session, scan.head, fence, event)
             .await?;
+        spans::approval_decided(
+            view.records(),
+            decision.request_seq,
+            decision.approved,
+            decided_at,
+        );
         self.notify(std::slice::from_ref(&record));
         Ok(record)
     }

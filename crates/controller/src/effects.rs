@@ -110,6 +110,14 @@ impl Recorded {
         })
     }
 
+    /// When the recorded effect at `seq` was committed (approval waits are measured from it).
+    pub fn committed_at(&self, seq: i64) -> Option<agentsessions_api::Timestamp> {
+        self.records
+            .iter()
+            .find(|r| r.seq == seq)
+            .and_then(|r| r.committed_at.or(r.event.timestamp))
+    }
+
     fn peek(&self) -> Option<&LogRecord> {
         self.records.get(self.position)
     }

@@ -38,6 +38,7 @@ pub mod log;
 pub mod settings;
 mod sink;
 pub mod view;
+mod spans;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};

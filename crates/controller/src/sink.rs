@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentsessions_api::{
     ApiError, ApprovalRequest, Delta, DeltaSink, Descriptor, Event, EventBody, EventKind,
@@ -18,12 +19,14 @@ use agentsessions_journal::{Journal, LogRecord};
 use agentsessions_wire::model_input_hash;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use crate::approval::{denial_receipt, receipt_consistent};
 use crate::effects::{self, Recorded};
 use crate::error::ControllerError;
 use crate::hooks::{Observer, ToolCallContext};
 use crate::settings::TurnSettings;
+use crate::spans;
 
 /// How the sink treats the recorded effect stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +233,7 @@ impl Sink {
             }),
             _ => None,
         };
+        let trace = spans::ModelCallTrace::start(self.ctx.model.name(), &provider_request);
         let response = match self
             .ctx
             .model
@@ -237,11 +241,19 @@ impl Sink {
                 &provider_request,
                 relay.as_ref().map(|r| r as &dyn DeltaSink),
             )
+            .instrument(trace.span())
             .await
         {
-            Ok(response) => response,
+            Ok(response) => {
+                trace.answered(&response);
+                response
+            }
             // Remembered so a harness that returns it fails the turn with the provider's code.
-            Err(e) => return Err(Self::reject(st, ControllerError::ModelFailed(e))),
+            Err(e) => {
+                let error = ControllerError::ModelFailed(e);
+                trace.failed(&error);
+                return Err(Self::reject(st, error));
+            }
         };
         st.live_model_calls += 1;
         self.append(
@@ -262,7 +274,12 @@ impl Sink {
         Ok(response)
     }
 
-    async fn execute(&self, call: &ToolCall) -> ApiResult<ToolResult> {
+    /// Runs `call` through the tool executor; `approval_wait` is how long its approval took.
+    async fn execute(
+        &self,
+        call: &ToolCall,
+        approval_wait: Option<Duration>,
+    ) -> ApiResult<ToolResult> {
         let Some(tools) = &self.ctx.settings.tools else {
             return Err(refusal(
                 StatusCode::FailedPrecondition,
@@ -270,7 +287,13 @@ impl Sink {
             ));
         };
         let call_context = ToolCallContext::new(&self.ctx.session, &self.ctx.wire_execution_id);
-        let mut result = tools.execute_for(&call_context, call).await?;
+        let trace = spans::ToolCallTrace::start(call, approval_wait);
+        let result = tools
+            .execute_for(&call_context, call)
+            .instrument(trace.span())
+            .await;
+        trace.ended(&result);
+        let mut result = result?;
         result.id.clone_from(&call.id);
         Ok(result)
     }
@@ -279,7 +302,7 @@ impl Sink {
     async fn live_tool(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
         self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
             .await?;
-        let result = self.execute(&call).await?;
+        let result = self.execute(&call, None).await?;
         self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
             .await?;
         Ok(result)
@@ -307,6 +330,7 @@ impl Sink {
                 return Err(e);
             }
         };
+        agentsessions_telemetry::metrics().approval_requested();
         let park = agentsessions_api::ApprovalRef {
             execution_id: self.ctx.wire_execution_id.clone(),
             tool_call_id: call.id,
@@ -340,7 +364,12 @@ impl Sink {
             if self.ctx.settings.tools.is_none() {
                 return Err(Self::latch(st, ControllerError::MissingToolExecutor, true));
             }
-            match self.execute(&call).await {
+            let waited = st
+                .recorded
+                .committed_at(gate.request_seq)
+                .zip(st.recorded.committed_at(gate.decision_seq));
+            let waited = waited.map(|(asked, decided)| spans::between(asked, decided));
+            match self.execute(&call, waited).await {
                 Ok(mut result) => {
                     result.code = if result.is_error {
                         ToolResultCode::ExecutorError
@@ -425,6 +454,12 @@ impl EventSink for Sink {
         let hash = model_input_hash(&request);
         match effects::take_model(&mut st.recorded, &request, &hash) {
             effects::ModelStep::Served(response) => {
+                let model = if request.model.is_empty() {
+                    &self.ctx.default_model
+                } else {
+                    &request.model
+                };
+                spans::model_replayed(self.ctx.model.name(), model, &request, &response);
                 st.outputs.push(response.message.text());
                 Ok(response)
             }
@@ -522,7 +557,7 @@ impl EventSink for Sink {
             effects::ToolStep::ResultMissing { last, recorded } => {
                 if self.ctx.mode == Mode::Resume && last {
                     // A tool cut (semantics §3.4): re-drive the recorded call once.
-                    let result = self.execute(&recorded).await?;
+                    let result = self.execute(&recorded, None).await?;
                     self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
                         .await?;
                     return Ok(result);

@@ -26,6 +26,7 @@ use agentsessions_api::{
     ApprovalRef, Descriptor, EventSink, Harness, Mediation, Message, Result as ApiResult, Start,
     TokenMinter, ToolCall, ToolResult, Usage, is_park_unwind,
 };
+use agentsessions_telemetry::propagation;
 use agentsessions_wire::convert::{
     model_request_from_call, model_result_from_response, start_frame,
 };
@@ -125,6 +126,7 @@ impl RemoteHarness {
         let mut request = self.request(pb::DescribeRequest {});
         let id = request_id::outgoing();
         request_id::attach(request.metadata_mut(), &id);
+        propagation::inject_grpc(request.metadata_mut());
         request.set_timeout(self.describe_timeout);
         let mut client = self.client.clone();
         let call = async {
@@ -196,6 +198,8 @@ impl RemoteHarness {
             .map_err(|_| HarnessWireError::ClosedWithoutEnd)?;
         let mut request = self.request(ReceiverStream::new(outbound));
         request_id::attach(request.metadata_mut(), id);
+        // The remote harness continues this turn's trace (W3C trace context in the metadata).
+        propagation::inject_grpc(request.metadata_mut());
         let mut client = self.client.clone();
         let events = client
             .connect(request)

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use agentsessions_api::{ApiError, Harness, Start, is_park_unwind};
+use agentsessions_telemetry::propagation;
 use agentsessions_wire::convert::start_from_pb;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::controller_frame::Frame;
@@ -90,6 +91,7 @@ impl<H: Harness + ?Sized + 'static> pb::harness_server::Harness for HarnessServi
     ) -> Result<Response<pb::HarnessDescriptor>, Status> {
         let id = request_id::incoming(request.metadata());
         let span = tracing::info_span!("harness.describe", request_id = %id);
+        propagation::parent_from_grpc(&span, request.metadata());
         let described = request_id::with_request_id(id.clone(), self.harness.describe())
             .instrument(span.clone())
             .await;
@@ -118,6 +120,7 @@ impl<H: Harness + ?Sized + 'static> pb::harness_server::Harness for HarnessServi
             request_id = %id,
             execution_id = tracing::field::Empty
         );
+        propagation::parent_from_grpc(&span, request.metadata());
         let (events, receiver) = mpsc::channel(EVENT_BUFFER);
         let harness = Arc::clone(&self.harness);
         let driver =

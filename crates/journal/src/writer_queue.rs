@@ -4,6 +4,7 @@
 
 use agentsessions_api::Event;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
@@ -58,7 +59,16 @@ pub async fn append<C>(
     events: Vec<Event>,
 ) -> Result<Vec<LogRecord>> {
     let events = rules::prepare_batch(session, events, fence.is_none())?;
-    request(queue, |ack| {
+    // The caller's view of the group commit its records rode in: queueing, the transaction and
+    // the sync, as one span of the turn and one latency sample.
+    let span = tracing::info_span!(
+        "journal_commit",
+        otel.name = "journal commit",
+        agentsessions.journal.records = events.len(),
+        expected_last_seq,
+    );
+    let started = std::time::Instant::now();
+    let appended = request(queue, |ack| {
         wrap(Append {
             session: session.to_owned(),
             expected_last_seq,
@@ -67,5 +77,8 @@ pub async fn append<C>(
             ack,
         })
     })
-    .await
+    .instrument(span)
+    .await;
+    agentsessions_telemetry::metrics().journal_append(started.elapsed());
+    appended
 }

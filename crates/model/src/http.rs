@@ -102,6 +102,9 @@ impl HttpClient {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<Response> {
+        // The provider sees the model call's W3C trace context (nothing when tracing is off).
+        let mut headers = headers.clone();
+        agentsessions_telemetry::propagation::inject_http(&mut headers);
         let mut attempt: u32 = 1;
         loop {
             let sent = self

@@ -58,7 +58,7 @@ impl Backend {
         source: DescriptorSource,
     ) -> Self {
         Self {
-            runtime,
+            runtime: crate::observed::Observed::wrap(runtime),
             dialer,
             source,
             expected_id: String::new(),

@@ -28,6 +28,7 @@ pub mod describe;
 pub mod error;
 pub mod guard;
 pub mod history;
+mod observed;
 pub mod placer;
 pub mod registry;
 pub mod states;

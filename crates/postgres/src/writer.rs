@@ -147,7 +147,16 @@ impl Writer {
                     }
                 }
             }
+            let taken = commands.len();
+            let started = std::time::Instant::now();
             self.commit(std::mem::take(&mut commands)).await;
+            let queued = queue.lock().await.len();
+            agentsessions_telemetry::metrics().journal_batch(
+                "postgres",
+                taken,
+                started.elapsed(),
+                queued,
+            );
         }
     }
 

@@ -1,12 +1,14 @@
 //! What every RPC does around its handler, written once: the verified caller, a span carrying
-//! the request id (returned to the caller in the response metadata), one outcome log line
-//! (never payloads), and the error leaving through the table of [`crate::error`].
+//! the request id (returned to the caller in the response metadata) and continuing the caller's
+//! W3C trace context, one outcome log line (never payloads), the RPC metrics, and the error
+//! leaving through the table of [`crate::error`].
 
 use std::future::Future;
 use std::time::Instant;
 
 use agentsessions_harnesswire::request_id;
-use tonic::{Request, Response, Status};
+use agentsessions_telemetry::{metrics, propagation};
+use tonic::{Code, Request, Response, Status};
 use tracing::{Instrument, Span};
 
 use crate::authz::Call;
@@ -29,12 +31,21 @@ impl Incoming {
         let (metadata, extensions, message) = request.into_parts();
         let request_id = request_id::incoming(&metadata);
         let operation = method.rsplit('/').next().unwrap_or(method);
+        // `otel.*` and `rpc.*` name the span and its attributes when it is exported (RPC
+        // semantic conventions); the log lines show them as fields.
         let span = tracing::info_span!(
             "rpc",
             component = "grpc",
             operation,
             request_id = %request_id,
+            otel.name = method.trim_start_matches('/'),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            rpc.system = "grpc",
+            rpc.method = operation,
+            rpc.grpc.status_code = tracing::field::Empty,
         );
+        propagation::parent_from_grpc(&span, &metadata);
         let incoming = Self {
             call: Call::of(&extensions, method),
             request_id,
@@ -71,7 +82,7 @@ where
     let started = Instant::now();
     let result = incoming.run(handler(incoming.call.clone(), message)).await;
     let _entered = incoming.span.enter();
-    match finished(started, result) {
+    match finished(method, started, result) {
         Ok(value) => Ok(incoming.respond(value)),
         Err(mut status) => {
             request_id::attach(status.metadata_mut(), &incoming.request_id);
@@ -80,9 +91,26 @@ where
     }
 }
 
-/// Logs how a call ended (inside its span) and turns its error into the table's status.
-pub(crate) fn finished<R>(started: Instant, result: Result<R>) -> std::result::Result<R, Status> {
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+/// Logs how call `method` ended (inside its span), counts it, and turns its error into the
+/// table's status.
+pub(crate) fn finished<R>(
+    method: &'static str,
+    started: Instant,
+    result: Result<R>,
+) -> std::result::Result<R, Status> {
+    let elapsed = started.elapsed();
+    let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    let code = match &result {
+        Ok(_) => Code::Ok,
+        Err(err) => err.code(),
+    };
+    let span = tracing::Span::current();
+    span.record("rpc.grpc.status_code", i32::from(code));
+    if code != Code::Ok {
+        span.record("otel.status_code", "ERROR");
+    }
+    let operation = method.rsplit('/').next().unwrap_or(method);
+    metrics().rpc(operation, code_name(code), elapsed);
     match result {
         Ok(value) => {
             tracing::info!(outcome = "success", duration_ms, "finished");
@@ -98,5 +126,28 @@ pub(crate) fn finished<R>(started: Instant, result: Result<R>) -> std::result::R
             );
             Err(err.status())
         }
+    }
+}
+
+/// The canonical name of a gRPC status code, as metrics label it.
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }

@@ -576,7 +576,7 @@ impl Sessions for SessionsService {
             if let Err(err) = &result {
                 feed.fail(err).await;
             }
-            let _logged = finished(started, result);
+            let _logged = finished(method::EXEC, started, result);
         }));
         Ok(incoming.respond(stream))
     }

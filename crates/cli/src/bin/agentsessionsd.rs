@@ -327,17 +327,38 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = merged(&args)?;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if config.log_format == "json" {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
+    let telemetry = install_telemetry(&config)?;
+    let served = run(config).await;
+    telemetry.shutdown().await;
+    served
+}
 
+/// Logs and, when configured, trace export; then the effective configuration, secrets left out.
+fn install_telemetry(config: &HostConfig) -> anyhow::Result<agentsessions_telemetry::Telemetry> {
+    use agentsessions_telemetry::{LogFormat, Telemetry};
+    let resolved = config.telemetry.resolve().context("[telemetry]")?;
+    let format = if config.log_format == "json" {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    };
+    let telemetry = Telemetry::install(format, &resolved).context("[telemetry]")?;
+    let traces = serde_json::json!({
+        "otlp_endpoint": resolved.endpoint.as_deref().map(redact),
+        "otlp_protocol": resolved.protocol.as_str(),
+        "service_name": resolved.service_name,
+        "capture_content": resolved.capture_content,
+    });
+    tracing::info!(
+        component = "config",
+        config = %agentsessions_cli::effective::effective_config(config, traces),
+        "effective configuration"
+    );
+    Ok(telemetry)
+}
+
+/// Everything after logging is set up, until the daemon stops.
+async fn run(config: HostConfig) -> anyhow::Result<()> {
     let addr = resolve("addr", &config.addr).await?;
     let registry_addr = match config.registry_addr.as_str() {
         "" => None,

@@ -168,9 +168,17 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            let taken = commands.len();
+            let started = std::time::Instant::now();
             let Some(batch) = self.commit_batch(&mut commands) else {
                 continue;
             };
+            agentsessions_telemetry::metrics().journal_batch(
+                "sqlite",
+                taken,
+                started.elapsed(),
+                rx.len(),
+            );
             if !self.syncer.settle(batch, rx.is_empty(), &self.watermark) {
                 break;
             }

@@ -124,7 +124,12 @@ fn settle_all(batches: &mut Vec<Batch>, wal: Option<&File>, watermark: &Watermar
     let through = batches.iter().map(|b| b.id).max().unwrap_or_default();
     let committed = batches.iter().any(|b| b.outcome.is_ok());
     let synced = match wal {
-        Some(wal) if committed => wal.sync_data().map_err(|e| e.to_string()),
+        Some(wal) if committed => {
+            let started = std::time::Instant::now();
+            let synced = wal.sync_data().map_err(|e| e.to_string());
+            agentsessions_telemetry::metrics().journal_fsync(started.elapsed());
+            synced
+        }
         _ => Ok(()),
     };
     // Recorded before anything is acknowledged, so that no later sync — which may succeed once

@@ -1,0 +1,535 @@
+//! Observability through the real binaries on 127.0.0.1: `agentsessionsd` exports its spans to
+//! an OTLP receiver started here (a tonic TraceService, or an HTTP endpoint decoding the OTLP
+//! protobuf), runs a chat turn against a stub OpenAI-format model that asks for a real MCP tool
+//! (the mcp crate's fixture server), and the test reads back the span tree, the GenAI
+//! attributes and the W3C trace context the model provider and a remote harness received.
+#![allow(
+    clippy::tests_outside_test_module,
+    clippy::unwrap_used,
+    clippy::print_stderr
+)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use common::{DAEMON, Daemon};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::{Value, json};
+
+const KEY_VARIABLE: &str = "TELEMETRY_TEST_MODEL_KEY";
+
+/// Spans received so far, from every export.
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<Span>>>);
+
+impl Received {
+    fn take(&self, request: ExportTraceServiceRequest) {
+        let mut spans = self.0.lock().unwrap();
+        for resource in request.resource_spans {
+            for scope in resource.scope_spans {
+                spans.extend(scope.spans);
+            }
+        }
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Waits until `ready` holds of the spans received (or fails after 30 s).
+    fn wait_for(&self, what: &str, ready: impl Fn(&[Span]) -> bool) -> Vec<Span> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let spans = self.spans();
+            if ready(&spans) {
+                return spans;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} never arrived; got {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Received {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.take(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+/// A tokio runtime for the test's servers; they stop with it.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn bind(runtime: &tokio::runtime::Runtime) -> (tokio::net::TcpListener, u16) {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// An OTLP/gRPC receiver; its endpoint.
+fn grpc_receiver(runtime: &tokio::runtime::Runtime, received: &Received) -> String {
+    let (listener, port) = bind(runtime);
+    let service = TraceServiceServer::new(received.clone());
+    runtime.spawn(async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let _ = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await;
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// An OTLP/HTTP receiver (protobuf bodies on `POST /v1/traces`); its base endpoint.
+fn http_receiver(runtime: &tokio::runtime::Runtime, received: &Received) -> String {
+    let (listener, port) = bind(runtime);
+    let received = received.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: Bytes| {
+            let received = received.clone();
+            async move {
+                let request: ExportTraceServiceRequest = prost::Message::decode(body).unwrap();
+                received.take(request);
+                let response = ExportTraceServiceResponse {
+                    partial_success: None,
+                };
+                (
+                    [(header::CONTENT_TYPE, "application/x-protobuf")],
+                    prost::Message::encode_to_vec(&response),
+                )
+            }
+        }),
+    );
+    runtime.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// The stub model's answer: a tool call for `call NAME {json}`, text after a tool result.
+fn answer(request: &Value) -> Value {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let usage = json!({"prompt_tokens": 11, "completion_tokens": 7});
+    let text = last["content"].as_str().unwrap_or_default().to_owned();
+    let message = match text.strip_prefix("call ") {
+        Some(directive) if last["role"] != "tool" => {
+            let (name, arguments) = directive.split_once(' ').unwrap_or((directive, "{}"));
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
+            ]})
+        }
+        _ => json!({"role": "assistant", "content": format!("done: {}", last["content"])}),
+    };
+    let finish = if message["tool_calls"].is_array() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    json!({"model": "stub-model-2025", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+}
+
+/// `answer` as an event stream, for a request that asks to stream.
+fn as_stream(whole: &Value) -> String {
+    let choice = &whole["choices"][0];
+    let mut delta = choice["message"].clone();
+    if let Some(calls) = delta["tool_calls"].as_array_mut() {
+        for (i, call) in calls.iter_mut().enumerate() {
+            call["index"] = json!(i);
+        }
+    }
+    let chunk = json!({"model": whole["model"], "choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]});
+    let usage = json!({"choices": [], "usage": whole["usage"]});
+    format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
+}
+
+/// The stub model on 127.0.0.1; remembers the `traceparent` of each request.
+fn stub_model(runtime: &tokio::runtime::Runtime, traceparents: &Arc<Mutex<Vec<String>>>) -> String {
+    let (listener, port) = bind(runtime);
+    let seen = Arc::clone(traceparents);
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let traceparent = headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                seen.lock().unwrap().push(traceparent);
+                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let whole = answer(&request);
+                if request["stream"] == true {
+                    (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "text/event-stream")],
+                        as_stream(&whole),
+                    )
+                        .into_response()
+                } else {
+                    (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        whole.to_string(),
+                    )
+                        .into_response()
+                }
+            }
+        }),
+    );
+    runtime.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
+fn fixture_server() -> PathBuf {
+    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
+        path.display()
+    );
+    path
+}
+
+/// Writes the daemon's config: the stub model, the fixture MCP server, and `telemetry`.
+fn write_config(dir: &Path, model_url: &str, telemetry: &str) -> PathBuf {
+    let config = dir.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"agents.db\"\n\
+             model = \"stub-model\"\n\
+             model_provider = \"openai\"\n\
+             model_base_url = \"{model_url}\"\n\
+             model_api_key_env = \"{KEY_VARIABLE}\"\n\
+             [[mcp_servers]]\n\
+             name = \"fixture\"\n\
+             command = \"{server}\"\n\
+             env = {{ MCP_FIXTURE_COUNT_FILE = \"{count}\" }}\n\
+             approval = \"never\"\n\
+             [telemetry]\n\
+             {telemetry}\n",
+            server = fixture_server().display(),
+            count = dir.join("count").display(),
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The daemon with `config`, exporting spans without waiting out the default batch delay.
+fn start(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Daemon {
+    let mut command = Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .current_dir(dir)
+        .env(KEY_VARIABLE, "stub-key")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    Daemon::spawn(command, false)
+}
+
+fn attributes(span: &Span) -> HashMap<String, Any> {
+    span.attributes
+        .iter()
+        .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?.value?)))
+        .collect()
+}
+
+fn text(span: &Span, key: &str) -> String {
+    match attributes(span).get(key) {
+        Some(Any::StringValue(s)) => s.clone(),
+        other => panic!("{} has {key} = {other:?}", span.name),
+    }
+}
+
+fn int(span: &Span, key: &str) -> i64 {
+    match attributes(span).get(key) {
+        Some(Any::IntValue(i)) => *i,
+        other => panic!("{} has {key} = {other:?}", span.name),
+    }
+}
+
+fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found = named(spans, name);
+    assert_eq!(found.len(), 1, "one {name} span: {:?}", found);
+    found[0]
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const TURN: &str = "invoke_agent chat";
+const MODEL_CALL: &str = "chat stub-model";
+const TOOL_CALL: &str = "execute_tool fixture__count";
+const EXEC: &str = "agentsessions.v1.Sessions/Exec";
+
+fn turn_is_exported(spans: &[Span]) -> bool {
+    named(spans, MODEL_CALL).len() == 2
+        && named(spans, TOOL_CALL).len() == 1
+        && named(spans, TURN).len() == 1
+        && named(spans, EXEC).len() == 1
+}
+
+// issue 17: one trace per RPC — Exec, inside it the turn, inside that both model calls and the
+// tool call, with their GenAI attributes; the provider sees the model call's trace context;
+// content stays off the spans unless enabled.
+#[test]
+fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = grpc_receiver(&rt, &received);
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let config = write_config(
+        d,
+        &model_url,
+        &format!("otlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\""),
+    );
+    let daemon = start(d, &config, &[]);
+
+    let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+    assert!(out.contains("END  COMPLETED"), "{out}");
+    let spans = received.wait_for("the turn's spans", turn_is_exported);
+
+    let exec = one(&spans, EXEC);
+    let turn = one(&spans, TURN);
+    let tool = one(&spans, TOOL_CALL);
+    let models = named(&spans, MODEL_CALL);
+    assert!(exec.parent_span_id.is_empty(), "Exec is the trace's root");
+    assert_eq!(text(exec, "rpc.system"), "grpc");
+    assert_eq!(turn.parent_span_id, exec.span_id, "the turn runs in Exec");
+    for span in models.iter().copied().chain([tool]) {
+        assert_eq!(
+            span.trace_id, exec.trace_id,
+            "{} is in the RPC's trace",
+            span.name
+        );
+        assert_eq!(
+            span.parent_span_id, turn.span_id,
+            "{} is the turn's child",
+            span.name
+        );
+    }
+
+    let uid = out
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap();
+    assert_eq!(text(turn, "session_uid"), uid);
+    assert_eq!(text(turn, "gen_ai.conversation.id"), uid);
+    assert_eq!(text(turn, "gen_ai.operation.name"), "invoke_agent");
+    assert_eq!(text(turn, "gen_ai.agent.name"), "chat");
+    assert!(!text(turn, "execution_id").is_empty());
+
+    for model in &models {
+        assert_eq!(text(model, "gen_ai.operation.name"), "chat");
+        assert_eq!(text(model, "gen_ai.provider.name"), "openai");
+        assert_eq!(text(model, "gen_ai.request.model"), "stub-model");
+        assert_eq!(int(model, "gen_ai.usage.input_tokens"), 11);
+        assert_eq!(int(model, "gen_ai.usage.output_tokens"), 7);
+        assert!(!matches!(
+            attributes(model).get("agentsessions.replayed"),
+            Some(Any::BoolValue(true))
+        ));
+        let attrs = attributes(model);
+        assert!(
+            !attrs.contains_key("gen_ai.input.messages"),
+            "content is off by default"
+        );
+        assert!(
+            !attrs.contains_key("gen_ai.output.messages"),
+            "content is off by default"
+        );
+    }
+    let reasons: Vec<String> = models
+        .iter()
+        .map(|m| text(m, "gen_ai.response.finish_reasons"))
+        .collect();
+    assert!(
+        reasons.contains(&"[\"tool_calls\"]".to_owned()),
+        "{reasons:?}"
+    );
+    assert!(reasons.contains(&"[\"stop\"]".to_owned()), "{reasons:?}");
+
+    assert_eq!(text(tool, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(text(tool, "gen_ai.tool.name"), "fixture__count");
+    assert!(!text(tool, "gen_ai.tool.call.id").is_empty());
+    assert_eq!(
+        text(tool, "agentsessions.tool.mediation"),
+        "CONTROLLER_MEDIATED"
+    );
+
+    // The provider received each model call's context: the trace, and the model span as parent.
+    let seen = traceparents.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for (traceparent, model) in seen.iter().zip(&models) {
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(parts.len(), 4, "a W3C traceparent: {traceparent:?}");
+        assert_eq!(parts[1], hex(&exec.trace_id), "{traceparent}");
+        assert!(
+            models.iter().any(|m| hex(&m.span_id) == parts[2]),
+            "the parent is a model-call span: {traceparent} ({})",
+            model.name
+        );
+    }
+}
+
+// issue 17: prompt and completion content go on model spans when enabled (here through the
+// standard variable), over OTLP/HTTP with protobuf bodies.
+#[test]
+fn content_is_captured_only_when_enabled_over_otlp_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = http_receiver(&rt, &received);
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let config = write_config(d, &model_url, "");
+    let daemon = start(
+        d,
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ],
+    );
+    let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+    assert!(out.contains("END  COMPLETED"), "{out}");
+    let spans = received.wait_for("the turn's spans", turn_is_exported);
+    let models = named(&spans, MODEL_CALL);
+    let inputs: Vec<String> = models
+        .iter()
+        .map(|m| text(m, "gen_ai.input.messages"))
+        .collect();
+    assert!(
+        inputs.iter().any(|i| i.contains("call fixture__count")),
+        "the prompt is on the span: {inputs:?}"
+    );
+    let outputs: Vec<String> = models
+        .iter()
+        .map(|m| text(m, "gen_ai.output.messages"))
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("fixture__count") && o.contains("tool_call")),
+        "the completion is on the span: {outputs:?}"
+    );
+}
+
+// issue 17: a remote harness continues the turn's trace — Harness.Connect carries the W3C
+// trace context of the RPC that runs the turn.
+#[test]
+fn a_remote_harness_receives_the_trace_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = grpc_receiver(&rt, &received);
+
+    let connects = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (listener, port) = bind(&rt);
+    let seen = Arc::clone(&connects);
+    let harness = agentsessions_harnesswire::HarnessService::new(Arc::new(
+        agentsessions_harnesses::EchoHarness::new(),
+    ))
+    .into_server();
+    let recording = tonic::service::interceptor::InterceptedService::new(
+        harness,
+        move |request: tonic::Request<()>| {
+            if let Some(traceparent) = request.metadata().get("traceparent") {
+                seen.lock()
+                    .unwrap()
+                    .push(traceparent.to_str().unwrap_or_default().to_owned());
+            }
+            Ok(request)
+        },
+    );
+    rt.spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(recording)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+            .await;
+    });
+
+    let config = d.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"j.db\"\nmodel = \"echo\"\nharness = [\"far=127.0.0.1:{port}\"]\n\
+             [telemetry]\notlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\"\n"
+        ),
+    )
+    .unwrap();
+    let daemon = start(d, &config, &[]);
+    let out = daemon.ok(&["exec", "--harness", "far", "hello"]);
+    assert!(out.contains("END  COMPLETED"), "{out}");
+    let spans = received.wait_for("the remote turn", |spans| {
+        named(spans, EXEC).len() == 1 && named(spans, "invoke_agent far").len() == 1
+    });
+    let exec = one(&spans, EXEC);
+    let trace = hex(&exec.trace_id);
+    let seen = connects.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|t| t.split('-').nth(1) == Some(trace.as_str())),
+        "the harness saw the Exec trace {trace}: {seen:?}"
+    );
+}

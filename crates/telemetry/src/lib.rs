@@ -1,0 +1,33 @@
+//! Observability for agentsessions.
+//!
+//! - [`metrics`]: the process's Prometheus registry and the typed calls that record into it
+//!   (turns, model and tool calls, approvals, the journal, runtime operations, RPCs); label values
+//!   are bounded by [`bounded`].
+//! - [`propagation`]: W3C trace context taken from incoming gRPC/HTTP requests and put on
+//!   outgoing ones (Harness.Connect, model providers, MCP servers over HTTP).
+//! - [`content`]: whether prompt and completion content may go on spans (off unless enabled).
+//! - `config` and `subscriber` (feature `export`): the `[telemetry]` settings resolved against
+//!   the standard `OTEL_*` variables, and the tracing subscriber with its OTLP exporter.
+//! - `http` (feature `http`): `GET /metrics`.
+#![warn(missing_docs)]
+
+pub mod bounded;
+#[cfg(feature = "export")]
+pub mod config;
+pub mod content;
+pub mod error;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod metrics;
+pub mod propagation;
+#[cfg(feature = "export")]
+pub mod subscriber;
+
+#[cfg(feature = "export")]
+pub use config::{Protocol, ResolvedTelemetry, TelemetryConfig};
+pub use error::TelemetryError;
+#[cfg(feature = "http")]
+pub use http::metrics_router;
+pub use metrics::{GaugeSource, metrics};
+#[cfg(feature = "export")]
+pub use subscriber::{LogFormat, Telemetry};
