@@ -5,5 +5,6 @@
 
 pub mod host;
 pub mod identity;
+pub mod microvm;
 pub mod models;
 pub mod output;

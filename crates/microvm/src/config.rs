@@ -103,6 +103,15 @@ impl MicrovmConfig {
         Ok(())
     }
 
+    /// Makes the kernel, initrd and snapshot paths relative to `dir` (the config file's).
+    pub fn resolve_paths(&mut self, dir: &Path) {
+        for path in [&mut self.kernel, &mut self.initrd, &mut self.snapshot_dir] {
+            if !path.as_os_str().is_empty() && path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
+    }
+
     /// [`MicrovmConfig::boot_timeout_secs`] as a duration.
     pub fn boot_timeout(&self) -> Duration {
         Duration::from_secs(self.boot_timeout_secs)

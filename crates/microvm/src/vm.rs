@@ -82,7 +82,13 @@ impl Launch {
         args.join(" ")
     }
 
-    fn command(&self, run_dir: &Path, port: u16, incoming: Option<&Path>) -> Command {
+    fn command(
+        &self,
+        session: &str,
+        run_dir: &Path,
+        port: u16,
+        incoming: Option<&Path>,
+    ) -> Command {
         let mut command = match setpriv() {
             Some(setpriv) => {
                 let mut command = Command::new(setpriv);
@@ -95,9 +101,10 @@ impl Launch {
             }
             None => Command::new(&self.qemu),
         };
-        let (accel, cpu) = match self.accelerator {
-            AccelKind::Kvm => ("kvm", "host"),
-            AccelKind::Tcg => ("tcg,tb-size=16", "max"),
+        let accel = match self.accelerator {
+            AccelKind::Kvm => "kvm",
+            // A smaller translation cache: ~30 MB less resident memory per VM.
+            AccelKind::Tcg => "tcg,tb-size=16",
         };
         let net_device = if self.machine == "pc" {
             "virtio-net-pci"
@@ -105,12 +112,13 @@ impl Launch {
             "virtio-net-device"
         };
         command
+            // The session in `ps` (session uids are checked path-safe, so no commas).
+            .arg("-name")
+            .arg(format!("guest={session}"))
             .arg("-machine")
             .arg(&self.machine)
             .arg("-accel")
             .arg(accel)
-            .arg("-cpu")
-            .arg(cpu)
             .arg("-m")
             .arg(self.memory_mib.to_string())
             .arg("-smp")
@@ -135,6 +143,9 @@ impl Launch {
                 "unix:{},server=on,wait=off",
                 run_dir.join("qmp.sock").display()
             ));
+        if self.accelerator == AccelKind::Kvm {
+            command.arg("-cpu").arg("host");
+        }
         if let Some(file) = incoming {
             command
                 .arg("-S")
@@ -260,7 +271,7 @@ impl Vm {
         let port = free_port().map_err(MicrovmError::store(&run_dir))?;
         let log_path = run_dir.join("qemu.log");
         let log = std::fs::File::create(&log_path).map_err(MicrovmError::store(&log_path))?;
-        let mut command = launch.command(&run_dir, port, incoming);
+        let mut command = launch.command(session, &run_dir, port, incoming);
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
