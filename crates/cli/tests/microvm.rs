@@ -167,7 +167,7 @@ fn counter_on_microvms_through_the_daemon_and_agentctl() {
     let forked = daemon.ok(&["fork", "--session", &parent, "--count", "3"]);
     let children: Vec<String> = forked
         .lines()
-        .map(|l| l.split_whitespace().next().unwrap().to_owned())
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_owned())
         .collect();
     assert_eq!(children.len(), 3, "{forked}");
     for child in &children {
