@@ -7,6 +7,12 @@
 //! Needs `qemu-system-x86_64` and the guest image (`scripts/build-guest.sh`, or
 //! `MICROVM_KERNEL`/`MICROVM_INITRD`); without QEMU the test says so and passes.
 
+#![allow(
+    clippy::tests_outside_test_module,
+    clippy::unwrap_used,
+    clippy::print_stderr
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -69,9 +75,7 @@ fn vm_pids(session: &str) -> Vec<u32> {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.first().is_some_and(|a| a.contains("qemu-system"))
-            && args.iter().any(|a| *a == needle)
-        {
+        if args.first().is_some_and(|a| a.contains("qemu-system")) && args.contains(&needle) {
             pids.push(pid);
         }
     }

@@ -237,12 +237,11 @@ impl MicrovmRuntime {
         &self,
         session: &str,
         slot: &mut Slot,
-        name: &SnapshotName,
-        meta: Meta,
-        file: PathBuf,
+        (name, meta, file): (SnapshotName, Meta, PathBuf),
         instance: String,
         consume: bool,
     ) -> Result<Incarnation> {
+        let name = &name;
         let started = Instant::now();
         let run_dir = self.shared.store.run_dir();
         let (verified, vm) = tokio::join!(
@@ -317,7 +316,7 @@ impl MicrovmRuntime {
                 Ok((name, meta, file)) => {
                     let instance = meta.instance.clone();
                     return self
-                        .run_from(session, &mut slot, &name, meta, file, instance, true)
+                        .run_from(session, &mut slot, (name, meta, file), instance, true)
                         .await;
                 }
                 Err(err) => {
@@ -463,7 +462,7 @@ impl MicrovmRuntime {
             ));
         }
         let instance = meta.instance.clone();
-        self.run_from(session, &mut slot, &name, meta, file, instance, true)
+        self.run_from(session, &mut slot, (name, meta, file), instance, true)
             .await
     }
 
@@ -493,9 +492,7 @@ impl MicrovmRuntime {
         self.run_from(
             child,
             &mut child_slot,
-            &name,
-            meta,
-            file,
+            (name, meta, file),
             random_id(),
             false,
         )
