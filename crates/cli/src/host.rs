@@ -56,6 +56,9 @@ pub enum HostError {
     /// The `[[mcp_servers]]` settings are invalid, or the tool-call ledger cannot be opened.
     #[error(transparent)]
     Mcp(#[from] agentsessions_mcp::McpError),
+    /// The `[runtime.microvm]` settings cannot run VMs.
+    #[error("[runtime.microvm]: {0}")]
+    Microvm(#[from] agentsessions_microvm::MicrovmError),
 }
 
 /// How often the daemon's reclaimer looks for deleted sessions when the configuration says
@@ -135,6 +138,8 @@ pub struct HostConfig {
     /// Trace export (`[telemetry]` in the file; the standard `OTEL_*` variables win over it):
     /// OTLP endpoint and protocol, service name, and whether model-call content goes on spans.
     pub telemetry: agentsessions_telemetry::TelemetryConfig,
+    /// Further runtimes (`[runtime.microvm]` in the file; see `docs/microvm.md`).
+    pub runtime: crate::microvm::RuntimeSettings,
 }
 
 /// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal
@@ -401,6 +406,9 @@ pub fn build_service_with_tools(
             dialer.clone(),
             agentsessions_server::placement::DescriptorSource::Probe(Arc::new(probe)),
         );
+    }
+    if let Some(microvm) = &config.runtime.microvm {
+        builder = crate::microvm::add_routes(builder, microvm)?.0;
     }
     if !config.project.is_empty() {
         builder = builder.project(config.project.clone());

@@ -8,6 +8,7 @@ pub mod effective;
 pub mod host;
 pub mod http;
 pub mod identity;
+pub mod microvm;
 pub mod models;
 pub mod observability;
 pub mod output;

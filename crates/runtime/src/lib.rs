@@ -19,6 +19,8 @@
 //! - [`dialer`][]: [`WireDialer`].
 //! - [`error`][]: [`RuntimeError`].
 //! - `conformance` (feature `test-util`): the runtime contract suite.
+//! - `memory_conformance` (feature `test-util`): the contract suite for memory-snapshot backends
+//!   (run by `agentsessions-microvm` on real QEMU VMs).
 //! - `incarnation` (private): argument checks and shapes shared by the backends.
 
 pub mod address;
@@ -28,6 +30,8 @@ pub mod dialer;
 pub mod error;
 mod incarnation;
 pub mod local;
+#[cfg(any(test, feature = "test-util"))]
+pub mod memory_conformance;
 pub mod process;
 pub mod remote;
 

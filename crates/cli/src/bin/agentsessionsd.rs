@@ -119,6 +119,9 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
                 if let Some(identity) = &mut file.identity {
                     identity.resolve_paths(dir);
                 }
+                if let Some(microvm) = &mut file.runtime.microvm {
+                    microvm.resolve_paths(dir);
+                }
                 if !file.mcp_ledger.is_empty() && file.mcp_ledger != ":memory:" {
                     file.mcp_ledger = dir.join(&file.mcp_ledger).display().to_string();
                 }
