@@ -8,7 +8,7 @@
 //! | RPC | actions |
 //! |---|---|
 //! | CreateSession | create |
-//! | GetSession, Replay | read |
+//! | GetSession, Replay, Watch (extension) | read |
 //! | ListSessions | list (unfiltered, else filtered to the caller as owner) |
 //! | ListApprovals (extension) | list (unfiltered, else filtered to the caller as owner) |
 //! | DeleteSession | delete |
@@ -35,6 +35,7 @@ pub(crate) mod method {
     pub(crate) const DELETE: &str = "/agentsessions.v1.Sessions/DeleteSession";
     pub(crate) const EXEC: &str = "/agentsessions.v1.Sessions/Exec";
     pub(crate) const REPLAY: &str = "/agentsessions.v1.Sessions/Replay";
+    pub(crate) const WATCH: &str = "/agentsessions.v1.Sessions/Watch";
     pub(crate) const APPROVE: &str = "/agentsessions.v1.Sessions/Approve";
     pub(crate) const CANCEL: &str = "/agentsessions.v1.Sessions/Cancel";
     pub(crate) const SUSPEND: &str = "/agentsessions.v1.Sessions/Suspend";

@@ -34,6 +34,7 @@
 //! - `rpc`: what every RPC does around its handler (caller, span, request id, status).
 //! - [`service`]: every Sessions RPC.
 //! - [`streams`]: the bounded Exec and Replay response streams.
+//! - `watch`: the Watch stream (extension): records as they commit, on any host.
 //! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
 //! - `serve`: serving on TCP or a unix socket, with health, reflection, TLS and authentication.
@@ -50,6 +51,7 @@ mod rpc;
 mod serve;
 pub mod service;
 pub mod streams;
+mod watch;
 
 pub use agentsessions_placement as placement;
 pub use builder::ServerBuilder;

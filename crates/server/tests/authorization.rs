@@ -283,6 +283,7 @@ enum Rpc {
     Exec,
     ExecCreating,
     Replay,
+    Watch,
     Approve,
     Cancel,
     Suspend,
@@ -294,7 +295,7 @@ enum Rpc {
     RetireHarness,
 }
 
-const RPCS: [Rpc; 17] = [
+const RPCS: [Rpc; 18] = [
     Rpc::Create,
     Rpc::Get,
     Rpc::List,
@@ -303,6 +304,7 @@ const RPCS: [Rpc; 17] = [
     Rpc::Exec,
     Rpc::ExecCreating,
     Rpc::Replay,
+    Rpc::Watch,
     Rpc::Approve,
     Rpc::Cancel,
     Rpc::Suspend,
@@ -379,6 +381,18 @@ async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &
                     .await?
                     .into_inner();
                 while stream.message().await?.is_some() {}
+            }
+            Rpc::Watch => {
+                // Authorized when it opens; the live stream itself never ends on its own, so an
+                // allowed one is dropped once open.
+                drop(
+                    sessions
+                        .watch(pb::WatchRequest {
+                            session: uid.into(),
+                            from_seq: 1,
+                        })
+                        .await?,
+                );
             }
             Rpc::Approve => {
                 sessions
@@ -489,6 +503,7 @@ fn expected(policy: Policy, who: Who, rpc: Rpc) -> Expect {
         | Rpc::Delete
         | Rpc::Exec
         | Rpc::Replay
+        | Rpc::Watch
         | Rpc::Cancel
         | Rpc::Suspend
         | Rpc::Resume
@@ -608,7 +623,7 @@ async fn run_matrix(policy: Policy) {
             checked += 1;
         }
     }
-    assert_eq!(checked, 68);
+    assert_eq!(checked, 72);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -845,6 +860,7 @@ async fn each_rpc_asks_for_its_actions() {
     for (rpc, action, name) in [
         (Rpc::Get, Action::Read, "GetSession"),
         (Rpc::Replay, Action::Read, "Replay"),
+        (Rpc::Watch, Action::Read, "Watch"),
         (Rpc::Suspend, Action::Suspend, "Suspend"),
         (Rpc::Resume, Action::Resume, "Resume"),
         (Rpc::Cancel, Action::Cancel, "Cancel"),

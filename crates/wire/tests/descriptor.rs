@@ -145,10 +145,15 @@ fn message_counts() {
         count_messages(&file(&set, "harness_registry.proto").message_type),
         10
     );
-    // 20 published, plus this project's UsageTotals and the ListApprovals messages.
+    // 20 published, plus this project's UsageTotals, the ListApprovals messages and
+    // WatchRequest.
     assert_eq!(
         count_messages(&file(&set, "session.proto").message_type),
-        24
+        25
+    );
+    assert_eq!(
+        fields(message(&set, "WatchRequest")),
+        [("session", 1), ("from_seq", 2)]
     );
     let caller = message(&set, "CallerIdentity");
     assert_eq!(fields(caller), [("issuer", 1), ("subject", 2)]);
@@ -449,6 +454,7 @@ fn services() {
             "Resume",
             "Fork",
             "ListApprovals",
+            "Watch",
         ]
     );
     assert_eq!(methods(service(&set, "Harness")), ["Describe", "Connect"]);
