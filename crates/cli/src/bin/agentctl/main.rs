@@ -15,6 +15,7 @@ mod lineage;
 mod out;
 mod registry;
 mod sessions;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -72,6 +73,7 @@ async fn command(
     place: &str,
     cli: Cli,
 ) -> Result<(), CliError> {
+    let reattach = watch::Reattach::of(&cli);
     match cli.command {
         Command::Create {
             name,
@@ -94,7 +96,10 @@ async fn command(
                 expected_last_seq,
                 deadline_unix: 0,
             };
-            sessions::exec(client, out, options).await
+            sessions::exec(client, out, options, &reattach).await
+        }
+        Command::Watch { session, from } => {
+            watch::watch(client, out, &reattach, &session, from).await
         }
         Command::Delete { session } => sessions::delete(client, out, &session).await,
         Command::Replay { session, range } => {
