@@ -16,6 +16,13 @@ use agentsessions_conformance::fixtures::CountingEndpoint;
 use common::{CTL, Daemon};
 
 const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"live answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+/// The same answer as a chat-completions stream (what a delta-streaming turn asks for).
+const STREAMED: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"live \"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"answer\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n",
+    "data: [DONE]\n\n",
+);
 const PATIENCE: Duration = Duration::from_secs(30);
 
 fn pg_url() -> String {
@@ -181,7 +188,7 @@ async fn watch_a_held_turn(
 async fn watch_follows_a_running_turn_from_a_seq_and_ends_on_delete() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.db");
-    let model = CountingEndpoint::start_full(ANSWER, None, 1).await;
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 1).await;
     let host = daemon(&[journal.to_str().unwrap()], &model);
     let (uid, all) = watch_a_held_turn(&host, &host, &model).await;
 
@@ -211,7 +218,7 @@ async fn a_turn_on_one_daemon_is_watched_from_another_on_the_same_postgres_journ
         .unwrap()
         .subsec_nanos();
     let schema = Schema(format!("e2e_watch_{}_{nanos}", std::process::id()));
-    let model = CountingEndpoint::start_full(ANSWER, None, 1).await;
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 1).await;
     let url = pg_url();
     let journal = [url.as_str(), "--journal-schema", schema.0.as_str()];
     let a = daemon(&journal, &model);
@@ -223,7 +230,7 @@ async fn a_turn_on_one_daemon_is_watched_from_another_on_the_same_postgres_journ
 async fn an_interrupted_exec_prints_the_command_that_reattaches() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.db");
-    let model = CountingEndpoint::start_full(ANSWER, None, 1).await;
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 1).await;
     let host = daemon(&[journal.to_str().unwrap()], &model);
     let mut client = Client::dial(&host.addr).unwrap();
     let session = client.create("cut", "chat", "test-model").await.unwrap();
