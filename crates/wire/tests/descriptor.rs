@@ -483,7 +483,8 @@ fn services() {
         [
             ("Connect", true, true),
             ("Exec", false, true),
-            ("Replay", false, true)
+            ("Replay", false, true),
+            ("Watch", false, true)
         ]
     );
 }
