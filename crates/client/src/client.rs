@@ -8,6 +8,7 @@ use tonic::transport::Channel;
 
 use crate::error::{ClientError, Result};
 use crate::options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
+use crate::watch::Watch;
 
 /// A connection to a Sessions server.
 #[derive(Debug, Clone)]
@@ -299,6 +300,22 @@ impl Client {
             }
             next = page.next_seq;
         }
+
+    /// Follows `uid` like `tail -f` (extension): its records from `from` on (0: all), then each
+    /// new one as it commits, on whichever host shares the journal, until it is deleted.
+    ///
+    /// # Errors
+    /// The server's status: NOT_FOUND, PERMISSION_DENIED.
+    pub async fn watch(&mut self, uid: &str, from: i64) -> Result<Watch> {
+        let stream = self
+            .inner
+            .watch(self.request(pb::WatchRequest {
+                session: uid.to_owned(),
+                from_seq: from,
+            }))
+            .await?
+            .into_inner();
+        Ok(Watch::new(stream, uid, from))
     }
 
     /// Forks `uid`.

@@ -22,6 +22,14 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+    /// A watch stream ended while its session was not deleted (the server went away).
+    #[error("the watch of session {session} ended early; resume from seq {next_seq}")]
+    WatchCut {
+        /// The watched session.
+        session: String,
+        /// Where to resume.
+        next_seq: i64,
+    },
 }
 
 impl From<tonic::Status> for ClientError {
@@ -61,6 +69,7 @@ impl ClientError {
             Self::Status(status) => status.code(),
             Self::Dial { .. } => tonic::Code::InvalidArgument,
             Self::BadRecord { .. } => tonic::Code::DataLoss,
+            Self::WatchCut { .. } => tonic::Code::Unavailable,
         }
     }
 }

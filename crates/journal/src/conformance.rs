@@ -19,7 +19,13 @@ use crate::journal::{HarnessState, Journal, ListQuery, RegisterOutcome, SessionR
 use crate::record::LogRecord;
 use crate::testing::{fill, fork_marker, fork_with_marker, input};
 
+mod follow;
 mod operator_views;
+pub use follow::{
+    a_fork_child_is_followed_from_its_parents_records,
+    a_slow_follower_reads_what_it_missed_in_pages, follow_wakes_on_its_sessions_commits_only,
+    record_follower_reads_from_a_seq_then_follows_and_ends_on_delete,
+};
 pub use operator_views::{
     pending_approvals_follow_requests_and_decisions,
     pending_approvals_leave_with_delete_and_stay_with_the_parent, records_carry_their_commit_time,
@@ -63,6 +69,10 @@ macro_rules! journal_conformance {
             pending_approvals_leave_with_delete_and_stay_with_the_parent,
             usage_totals_sum_in_the_append_commit,
             records_carry_their_commit_time,
+            follow_wakes_on_its_sessions_commits_only,
+            record_follower_reads_from_a_seq_then_follows_and_ends_on_delete,
+            a_slow_follower_reads_what_it_missed_in_pages,
+            a_fork_child_is_followed_from_its_parents_records,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

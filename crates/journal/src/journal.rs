@@ -10,6 +10,7 @@ use async_trait::async_trait;
 
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::Result;
+use crate::follow::HeadFollow;
 use crate::record::LogRecord;
 use crate::usage::UsageTotals;
 
@@ -224,6 +225,14 @@ pub trait Journal: Send + Sync + Debug {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>>;
+
+    /// A subscription to `session`'s commits: it wakes when records are committed to the
+    /// session through this journal, and, on a journal shared by hosts (Postgres), through any
+    /// of them. It carries the newest head only, so a slow subscriber never costs memory; the
+    /// records are read from the journal ([`RecordFollower`](crate::RecordFollower) does that).
+    /// Subscribe before reading what is already committed. Any session uid may be followed,
+    /// including one that does not exist yet.
+    fn follow(&self, session: &str) -> HeadFollow;
 
     /// Atomically increments and returns the session's fence, creating its row (fence 1) when
     /// missing. Every holder of an older fence is refused from then on.

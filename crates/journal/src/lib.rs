@@ -15,6 +15,8 @@
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
 //! - [`usage`]: token usage summed per session, kept the same way.
+//! - [`follow`]: following a session's commits as they happen ([`Journal::follow`],
+//!   [`RecordFollower`]).
 //! - [`export`]: import and export of journals in the reference JSON format.
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
@@ -33,6 +35,7 @@ pub mod columns;
 pub mod conformance;
 pub mod error;
 pub mod export;
+pub mod follow;
 pub mod journal;
 pub mod lineage;
 pub mod memory;
@@ -52,6 +55,7 @@ pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
 };
 pub use error::{JournalError, Result};
+pub use follow::{CommitFeed, HeadFollow, RecordFollower};
 pub use journal::{
     HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
     SessionRow,

@@ -12,6 +12,7 @@ use crate::approvals::{
 };
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
+use crate::follow::{CommitFeed, HeadFollow};
 use crate::journal::{
     DEFAULT_PROJECT, HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo,
     SessionPage, SessionRow,
@@ -124,6 +125,8 @@ struct State {
 pub struct MemoryJournal {
     state: Mutex<State>,
     default_project: String,
+    /// Where appends announce their commits to followers.
+    feed: Arc<CommitFeed>,
 }
 
 impl MemoryJournal {
@@ -132,6 +135,7 @@ impl MemoryJournal {
         Self {
             state: Mutex::default(),
             default_project: DEFAULT_PROJECT.to_owned(),
+            feed: CommitFeed::new(),
         }
     }
 
@@ -306,14 +310,15 @@ impl Journal for MemoryJournal {
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
         let prepared = rules::prepare_batch(session, events, false)?;
-        let mut state = self.lock();
-        self.append_locked(
-            &mut state,
+        let records = self.append_locked(
+            &mut self.lock(),
             session,
             expected_last_seq,
             Some(fence),
             prepared,
-        )
+        )?;
+        self.feed.publish_records(session, &records);
+        Ok(records)
     }
 
     async fn append_batch_fencing(
@@ -323,8 +328,14 @@ impl Journal for MemoryJournal {
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
         let prepared = rules::prepare_batch(session, events, true)?;
-        let mut state = self.lock();
-        self.append_locked(&mut state, session, expected_last_seq, None, prepared)
+        let records =
+            self.append_locked(&mut self.lock(), session, expected_last_seq, None, prepared)?;
+        self.feed.publish_records(session, &records);
+        Ok(records)
+    }
+
+    fn follow(&self, session: &str) -> HeadFollow {
+        self.feed.follow(session)
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {

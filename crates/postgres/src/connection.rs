@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agentsessions_journal::{JournalError, Result};
 use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::{Client, Config, NoTls, Socket, Statement};
 
 use crate::codec::{HARNESS_COLUMNS, STORED_COLUMNS};
 use crate::failure::{DbError, connect_error};
@@ -26,12 +27,19 @@ pub(crate) struct Target {
     pub(crate) display: String,
     /// The schema as a quoted identifier.
     pub(crate) schema: String,
+    /// The schema's plain name, as commit notifications carry it.
+    pub(crate) schema_name: String,
     /// Where each connection's driver task is spawned.
     tasks: Arc<Tasks>,
 }
 
 impl Target {
-    pub(crate) fn new(config: Config, schema: String, tasks: Arc<Tasks>) -> Self {
+    pub(crate) fn new(
+        config: Config,
+        schema: String,
+        schema_name: String,
+        tasks: Arc<Tasks>,
+    ) -> Self {
         let hosts: Vec<String> = config
             .get_hosts()
             .iter()
@@ -59,8 +67,20 @@ impl Target {
             config,
             display,
             schema,
+            schema_name,
             tasks,
         }
+    }
+
+    /// Opens a bare connection whose driving is left to the caller (the commit listener, which
+    /// reads its notifications from it).
+    pub(crate) async fn open_undriven(
+        &self,
+    ) -> Result<(Client, tokio_postgres::Connection<Socket, NoTlsStream>)> {
+        self.config
+            .connect(NoTls)
+            .await
+            .map_err(|e| connect_error(&self.display, &e))
     }
 
     /// Opens a bare connection; its driver task, owned by the journal's [`Tasks`], ends when the
@@ -147,6 +167,8 @@ pub(crate) struct Statements {
     pub(crate) pending_open: Statement,
     pub(crate) list_pending: Statement,
     pub(crate) list_owned_pending: Statement,
+    /// Announces a batch's new heads to every host's commit listener (`crate::listener`).
+    pub(crate) notify: Statement,
 }
 
 /// The derived columns after [`STORED_COLUMNS`] in session reads.
@@ -312,6 +334,10 @@ impl Statements {
             sql(crate::approvals::STATEMENTS[1]),
             sql(crate::approvals::STATEMENTS[2]),
             sql(crate::approvals::STATEMENTS[3]),
+            format!(
+                "SELECT pg_notify('{}', p) FROM unnest($1::TEXT[]) AS p",
+                crate::listener::CHANNEL
+            ),
         ];
         // Polled together, the requests are pipelined on the one connection.
         let [
@@ -346,6 +372,7 @@ impl Statements {
             pending_open,
             list_pending,
             list_owned_pending,
+            notify,
         ] = &texts;
         let (
             begin,
@@ -379,6 +406,7 @@ impl Statements {
             pending_open,
             list_pending,
             list_owned_pending,
+            notify,
         ) = tokio::try_join!(
             client.prepare(begin),
             client.prepare(commit),
@@ -411,6 +439,7 @@ impl Statements {
             client.prepare(pending_open),
             client.prepare(list_pending),
             client.prepare(list_owned_pending),
+            client.prepare(notify),
         )?;
         Ok(Self {
             begin,
@@ -444,6 +473,7 @@ impl Statements {
             pending_open,
             list_pending,
             list_owned_pending,
+            notify,
         })
     }
 }

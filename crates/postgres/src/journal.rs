@@ -12,17 +12,18 @@ use agentsessions_journal::projection::fixed_state;
 use agentsessions_journal::rules::{self, ListPlan};
 use agentsessions_journal::writer_queue::{self, Ack};
 use agentsessions_journal::{
-    HarnessRow, Journal, JournalError, ListQuery, LogRecord, RegisterOutcome, Result, SessionInfo,
-    SessionPage, SessionRow,
+    CommitFeed, HarnessRow, HeadFollow, Journal, JournalError, ListQuery, LogRecord,
+    RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow,
 };
 use async_trait::async_trait;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 
 use crate::approvals;
 use crate::codec::{self, EncodedRow, StoredHarness};
 use crate::connection::{Conn, Pool, Target, with_conn};
 use crate::failure::{DbError, commit_failed, connection_lost, outcome_unknown};
+use crate::listener;
 use crate::options::{PostgresOptions, quoted_schema};
 use crate::schema;
 use crate::tasks::Tasks;
@@ -45,6 +46,10 @@ pub struct PostgresJournal {
     tasks: Arc<Tasks>,
     pool: Pool,
     default_project: String,
+    /// Where this host's appends and the listener's notifications reach followers.
+    feed: Arc<CommitFeed>,
+    /// Dropped (with the journal, or by [`PostgresJournal::close`]) to stop the listener task.
+    stop_listening: oneshot::Sender<()>,
 }
 
 impl PostgresJournal {
@@ -69,27 +74,45 @@ impl PostgresJournal {
             config.application_name("agentsessions-journal");
         }
         let tasks = Arc::new(Tasks::default());
-        let target = Arc::new(Target::new(config, quoted, Arc::clone(&tasks)));
+        let target = Arc::new(Target::new(
+            config,
+            quoted,
+            options.schema.clone(),
+            Arc::clone(&tasks),
+        ));
         let started = Self::start(&target, &tasks, &options).await;
         if started.is_err() {
             tasks.abort_all();
         }
-        let (writer, first_reader) = started?;
+        let (writer, first_reader, listening) = started?;
+        let feed = CommitFeed::new();
+        let (stop_listening, stop) = oneshot::channel();
+        tasks.spawn(listener::run(
+            Arc::clone(&target),
+            options.schema.clone(),
+            Arc::clone(&feed),
+            listening,
+            stop,
+        ));
         Ok(Self {
             pool: Pool::new(Arc::clone(&target), options.readers, vec![first_reader]),
             target,
             writer,
             tasks,
             default_project: options.default_project,
+            feed,
+            stop_listening,
         })
     }
 
-    /// Migrates the schema, starts the writer tasks and opens the first read connection.
+    /// Migrates the schema, starts the writer tasks, opens the first read connection and the
+    /// commit listener's connection (listening before the journal is handed out, so no other
+    /// host's commit after `connect` returns goes unheard).
     async fn start(
         target: &Arc<Target>,
         tasks: &Tasks,
         options: &PostgresOptions,
-    ) -> Result<(mpsc::Sender<Command>, Conn)> {
+    ) -> Result<(mpsc::Sender<Command>, Conn, listener::Listening)> {
         let mut client = target.open().await?;
         schema::migrate(
             &mut client,
@@ -116,13 +139,14 @@ impl PostgresJournal {
             );
             tasks.spawn(writer.run(Arc::clone(&queue)));
         }
-        Ok((tx, target.connect().await?))
+        Ok((tx, target.connect().await?, listener::listen(target).await?))
     }
 
     /// Stops accepting writes, lets the writers commit and acknowledge everything queued, closes
     /// the pooled connections and waits for every task the journal started to end.
     pub async fn close(self) {
         drop(self.writer);
+        drop(self.stop_listening);
         self.pool.close();
         self.tasks.join_all().await;
     }
@@ -140,7 +164,7 @@ impl PostgresJournal {
         fence: Option<i64>,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        writer_queue::append(
+        let records = writer_queue::append(
             &self.writer,
             Command::Append,
             session,
@@ -148,7 +172,10 @@ impl PostgresJournal {
             fence,
             events,
         )
-        .await
+        .await?;
+        // This host's followers need not wait for the notification's round trip.
+        self.feed.publish_records(session, &records);
+        Ok(records)
     }
 
     async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> Command) -> Result<T> {
@@ -386,6 +413,10 @@ impl Journal for PostgresJournal {
     ) -> Result<Vec<LogRecord>> {
         self.append_with(session, expected_last_seq, None, events)
             .await
+    }
+
+    fn follow(&self, session: &str) -> HeadFollow {
+        self.feed.follow(session)
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {

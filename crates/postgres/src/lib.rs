@@ -24,6 +24,8 @@
 //!   backend (`agentsessions_journal::stored`).
 //! - `failure`: how Postgres errors map onto [`JournalError`](agentsessions_journal::JournalError).
 //! - `options`: [`PostgresOptions`].
+//! - `listener`: commits of other hosts, heard through `LISTEN`/`NOTIFY` and published to the
+//!   journal's followers ([`Journal::follow`](agentsessions_journal::Journal::follow)).
 //! - `tasks`: the writer tasks and connection drivers each journal owns and awaits on close.
 //!
 //! What is not Postgres (the journal rules, row encodings, the writer request and its ack)
@@ -37,6 +39,7 @@ mod codec;
 mod connection;
 mod failure;
 mod journal;
+mod listener;
 mod options;
 mod schema;
 mod tasks;

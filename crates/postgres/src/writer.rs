@@ -11,7 +11,8 @@
 //!  1. BEGIN · read the stamp · create missing session rows (sorted)
 //!     · lock the batch's session rows (SELECT … ORDER BY session FOR UPDATE) · read their heads
 //!     -- decide every command in memory: CAS, fence, seq/prev_hash/hash, projection --
-//!  2. insert events · write back changed session rows · drop rows no command used · COMMIT
+//!  2. insert events · write back changed session rows · drop rows no command used
+//!     · notify the sessions appended to (`crate::listener`) · COMMIT
 //! ```
 //!
 //! Correctness across hosts comes from the row lock: an append and a fence mint on a session
@@ -36,6 +37,7 @@ use crate::approvals::PendingMoves;
 use crate::codec::{EncodedRow, StoredSession, stored_session};
 use crate::connection::{Conn, Target};
 use crate::failure::{commit_failed, connection_lost, outcome_unknown, rerun_batch};
+use crate::listener;
 use crate::schema::SCHEMA_VERSION;
 
 /// Runs of one batch before its callers are failed (deadlock, duplicate key, lost connection).
@@ -179,7 +181,14 @@ impl Writer {
                 },
             };
             let now = Timestamp::now().unix_nanos();
-            let result = run_batch(&conn, &commands, now, &self.default_project).await;
+            let result = run_batch(
+                &conn,
+                &commands,
+                now,
+                &self.default_project,
+                &self.target.schema_name,
+            )
+            .await;
             let lost = match &result {
                 Err(BatchError::Db { err, .. }) => connection_lost(err),
                 _ => false,
@@ -287,6 +296,7 @@ async fn run_batch(
     commands: &[Command],
     now: i64,
     default_project: &str,
+    schema_name: &str,
 ) -> std::result::Result<Vec<Outcome>, BatchError> {
     let (client, st) = (&conn.client, &conn.st);
     // Sessions that need a row (anything that may write one), all sessions to lock, and the
@@ -403,6 +413,22 @@ async fn run_batch(
         .collect();
     // Only a batch that requests or closes an approval pays this round.
     Box::pin(approvals.write(conn, now)).await?;
+    // One notification per session appended to, delivered by Postgres at COMMIT only.
+    let appended: BTreeSet<&str> = commands
+        .iter()
+        .zip(&outcomes)
+        .filter_map(|(cmd, outcome)| match outcome {
+            Outcome::Appended(_, envelopes) if !envelopes.is_empty() => Some(session_of(cmd)),
+            _ => None,
+        })
+        .collect();
+    let notifications: Vec<String> = appended
+        .into_iter()
+        .filter_map(|session| {
+            let head = heads.get(session)?.0;
+            Some(listener::payload(schema_name, session, head))
+        })
+        .collect();
 
     // Round 2.
     let mut rows = SessionColumns::default();
@@ -416,7 +442,7 @@ async fn run_batch(
             rows.push(&slot.row);
         }
     }
-    let (inserted, updated, deleted, committed) = tokio::join!(
+    let (inserted, updated, deleted, notified, committed) = tokio::join!(
         async {
             if events.session.is_empty() {
                 return Ok(0);
@@ -476,12 +502,18 @@ async fn run_batch(
             }
             client.execute(&st.delete_sessions, &[&unused]).await
         },
+        async {
+            if notifications.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&st.notify, &[&notifications]).await
+        },
         client.execute(&st.commit, &[]),
     );
     // COMMIT went out with the writes, so a lost connection leaves the outcome unknown. A
     // statement that failed otherwise aborted the transaction, and Postgres answers the COMMIT
     // after it with a rollback: nothing of the batch is stored.
-    let results = [inserted, updated, deleted, committed];
+    let results = [inserted, updated, deleted, notified, committed];
     let lost = results
         .iter()
         .filter_map(|r| r.as_ref().err())

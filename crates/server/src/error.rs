@@ -185,6 +185,10 @@ pub enum ServerError {
         /// The session.
         uid: String,
     },
+    /// The server stopped a stream that has no end of its own (Watch) because it shuts down;
+    /// the client resumes on another host or later from the seq after its last record.
+    #[error("the server is shutting down; watch again from the seq after the last record")]
+    ShuttingDown,
     /// The authorization policy denied the call (extensions §2). The message names the action
     /// only: whether the session exists, and whose it is, stays undisclosed.
     #[error("permission denied: this caller may not perform {:?} here", .0.as_str())]
@@ -242,6 +246,7 @@ impl ServerError {
             // extensions §2: a denial, and a policy failure that is the host's, not the caller's.
             Self::PermissionDenied(_) => StatusCode::PermissionDenied,
             Self::AuthorizationFailed => StatusCode::Internal,
+            Self::ShuttingDown => StatusCode::Unavailable,
             Self::Controller(e) => e.status_code(),
             Self::Journal(e) => journal_status_code(e),
             Self::Placement(e) => e.status_code(),
@@ -291,7 +296,8 @@ impl ServerError {
             | Self::HarnessRetired { .. }
             | Self::StaticHarnessRetire { .. }
             | Self::NoSubstrateBackend
-            | Self::HarnessLink { .. } => code_kind(self.status_code()),
+            | Self::HarnessLink { .. }
+            | Self::ShuttingDown => code_kind(self.status_code()),
         }
     }
 }
@@ -436,6 +442,7 @@ mod tests {
                 Code::PermissionDenied,
             ),
             (ServerError::AuthorizationFailed, Code::Internal),
+            (ServerError::ShuttingDown, Code::Unavailable),
             (
                 ServerError::Controller(ControllerError::ApprovalBlocked {
                     execution_id: s(),

@@ -35,6 +35,7 @@
 //! - `rpc`: what every RPC does around its handler (caller, span, request id, status).
 //! - [`service`]: every Sessions RPC.
 //! - [`streams`]: the bounded Exec and Replay response streams.
+//! - `watch`: the Watch stream (extension): records as they commit, on any host.
 //! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
 //! - [`reflection`]: gRPC reflection v1 and v1alpha listing only a listener's services.
@@ -55,6 +56,7 @@ mod rpc;
 mod serve;
 pub mod service;
 pub mod streams;
+mod watch;
 
 pub use agentsessions_placement as placement;
 pub use builder::ServerBuilder;

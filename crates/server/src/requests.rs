@@ -59,6 +59,25 @@ impl TryFrom<pb::ResumeRequest> for SessionUid {
     }
 }
 
+/// A Watch: the session, and the first seq to stream (at least 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchOrder {
+    pub(crate) session: String,
+    pub(crate) from_seq: i64,
+}
+
+impl TryFrom<pb::WatchRequest> for WatchOrder {
+    type Error = ServerError;
+
+    fn try_from(req: pb::WatchRequest) -> Result<Self, ServerError> {
+        Ok(Self {
+            session: required(req.session, "session")?,
+            // As Replay: anything before the first record means from the first record.
+            from_seq: req.from_seq.max(1),
+        })
+    }
+}
+
 /// A CreateSession's session (defaults when the request carries none).
 #[derive(Debug, Clone)]
 pub(crate) struct NewSession(pub(crate) Session);
@@ -246,6 +265,21 @@ mod tests {
         assert_eq!(
             code(SessionUid::try_from(pb::SuspendRequest::default())),
             Code::InvalidArgument
+        );
+        assert_eq!(
+            code(WatchOrder::try_from(pb::WatchRequest::default())),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            WatchOrder::try_from(pb::WatchRequest {
+                session: "s".into(),
+                from_seq: -5,
+            })
+            .unwrap(),
+            WatchOrder {
+                session: "s".into(),
+                from_seq: 1
+            }
         );
         assert_eq!(
             code(SessionUid::try_from(pb::ResumeRequest::default())),

@@ -8,7 +8,8 @@ use agentsessions_api::{Action, CallerIdentity, IdentityRef, Session};
 use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
-    ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, SessionInfo, SessionRow,
+    ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, RecordFollower, SessionInfo,
+    SessionRow,
 };
 use agentsessions_placement::{ExecCall, ForkCall, Placer, ResumeCall, Source};
 use agentsessions_wire::pb;
@@ -22,9 +23,12 @@ use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
 use crate::record_page::RecordPage;
 use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
-use crate::requests::{ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid};
+use crate::requests::{
+    ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid, WatchOrder,
+};
 use crate::rpc::{Incoming, Rpc, finished, unary};
-use crate::streams::{ExecFeed, ExecStream, ReplayStream, replay, replay_channel};
+use crate::streams::{ExecFeed, ExecStream, ReplayStream, WatchStream, replay, replay_channel};
+use crate::watch::watch;
 
 /// Largest request or response message the service accepts or sends (an Exec frame carries a
 /// whole record, a Start the whole history).
@@ -395,6 +399,30 @@ impl Inner {
             None => Vec::new(),
         };
         Ok(range.answer(&records, head))
+
+    /// Opens a Watch: authorizes it as a read, subscribes to the session's commits, and streams
+    /// from a task; a deleted session streams what is left up to its head and ends.
+    async fn watch(&self, call: &Call, req: pb::WatchRequest) -> Result<WatchStream> {
+        let order = WatchOrder::try_from(req)?;
+        let info = self
+            .authorized(call, &[Action::Read], &order.session)
+            .await?;
+        let (tx, stream) = replay_channel();
+        if info.deletion.is_deleted() {
+            // Nothing commits after the delete intent: what there is, is all there will be.
+            self.tasks.spawn(replay(
+                Arc::clone(&self.journal),
+                order.session,
+                (order.from_seq, info.last_seq),
+                tx,
+                self.stop.clone(),
+            ));
+        } else {
+            let follower =
+                RecordFollower::new(Arc::clone(&self.journal), &order.session, order.from_seq);
+            self.tasks.spawn(watch(follower, tx, self.stop.clone()));
+        }
+        Ok(stream)
     }
 
     async fn fork(&self, call: &Call, req: pb::ForkRequest) -> Result<pb::ForkResponse> {
@@ -634,6 +662,15 @@ impl Sessions for SessionsService {
     async fn resume(&self, request: Request<pb::ResumeRequest>) -> Rpc<pb::Session> {
         unary(method::RESUME, request, |call, req| async move {
             self.inner.resume(&call, SessionUid::try_from(req)?).await
+        })
+        .await
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Rpc<Self::WatchStream> {
+        unary(method::WATCH, request, |call, req| async move {
+            self.inner.watch(&call, req).await
         })
         .await
     }

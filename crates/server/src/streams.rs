@@ -39,6 +39,9 @@ const PAGE: i64 = 1_000;
 pub type ExecStream = ReceiverStream<Result<pb::ExecUpdate, Status>>;
 /// The stream a Replay answers with.
 pub type ReplayStream = ReceiverStream<Result<pb::LogRecord, Status>>;
+/// The stream a Watch (extension) answers with: the same records as Replay's, bounded the same
+/// way (`crate::watch`).
+pub type WatchStream = ReplayStream;
 
 /// The sending side of one Exec stream.
 pub(crate) struct ExecFeed {

@@ -284,6 +284,7 @@ enum Rpc {
     ExecCreating,
     Replay,
     ReadRecords,
+    Watch,
     Approve,
     Cancel,
     Suspend,
@@ -295,7 +296,7 @@ enum Rpc {
     RetireHarness,
 }
 
-const RPCS: [Rpc; 18] = [
+const RPCS: [Rpc; 19] = [
     Rpc::Create,
     Rpc::Get,
     Rpc::List,
@@ -305,6 +306,7 @@ const RPCS: [Rpc; 18] = [
     Rpc::ExecCreating,
     Rpc::Replay,
     Rpc::ReadRecords,
+    Rpc::Watch,
     Rpc::Approve,
     Rpc::Cancel,
     Rpc::Suspend,
@@ -389,6 +391,17 @@ async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &
                         ..pb::ReadRecordsRequest::default()
                     })
                     .await?;
+            Rpc::Watch => {
+                // Authorized when it opens; the live stream itself never ends on its own, so an
+                // allowed one is dropped once open.
+                drop(
+                    sessions
+                        .watch(pb::WatchRequest {
+                            session: uid.into(),
+                            from_seq: 1,
+                        })
+                        .await?,
+                );
             }
             Rpc::Approve => {
                 sessions
@@ -500,6 +513,7 @@ fn expected(policy: Policy, who: Who, rpc: Rpc) -> Expect {
         | Rpc::Exec
         | Rpc::Replay
         | Rpc::ReadRecords
+        | Rpc::Watch
         | Rpc::Cancel
         | Rpc::Suspend
         | Rpc::Resume
@@ -619,7 +633,7 @@ async fn run_matrix(policy: Policy) {
             checked += 1;
         }
     }
-    assert_eq!(checked, 72);
+    assert_eq!(checked, 76);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -865,6 +879,7 @@ async fn each_rpc_asks_for_its_actions() {
         (Rpc::Get, Action::Read, "GetSession"),
         (Rpc::Replay, Action::Read, "Replay"),
         (Rpc::ReadRecords, Action::Read, "ReadRecords"),
+        (Rpc::Watch, Action::Read, "Watch"),
         (Rpc::Suspend, Action::Suspend, "Suspend"),
         (Rpc::Resume, Action::Resume, "Resume"),
         (Rpc::Cancel, Action::Cancel, "Cancel"),

@@ -145,10 +145,28 @@ fn message_counts() {
         count_messages(&file(&set, "harness_registry.proto").message_type),
         10
     );
-    // 20 published, plus this project's UsageTotals and the ListApprovals messages.
+    // 20 published, plus this project's UsageTotals, the ListApprovals messages,
+    // WatchRequest and the ReadRecords messages.
     assert_eq!(
         count_messages(&file(&set, "session.proto").message_type),
-        24
+        27
+    );
+    assert_eq!(
+        fields(message(&set, "ReadRecordsRequest")),
+        [
+            ("session", 1),
+            ("from_seq", 2),
+            ("to_seq", 3),
+            ("max_records", 4)
+        ]
+    );
+    assert_eq!(
+        fields(message(&set, "ReadRecordsResponse")),
+        [("records", 1), ("next_seq", 2), ("head_seq", 3)]
+    );
+    assert_eq!(
+        fields(message(&set, "WatchRequest")),
+        [("session", 1), ("from_seq", 2)]
     );
     let caller = message(&set, "CallerIdentity");
     assert_eq!(fields(caller), [("issuer", 1), ("subject", 2)]);
@@ -449,6 +467,8 @@ fn services() {
             "Resume",
             "Fork",
             "ListApprovals",
+            "ReadRecords",
+            "Watch",
         ]
     );
     assert_eq!(methods(service(&set, "Harness")), ["Describe", "Connect"]);
@@ -477,7 +497,8 @@ fn services() {
         [
             ("Connect", true, true),
             ("Exec", false, true),
-            ("Replay", false, true)
+            ("Replay", false, true),
+            ("Watch", false, true)
         ]
     );
 }

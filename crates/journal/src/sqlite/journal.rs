@@ -10,6 +10,7 @@ use super::{SqliteJournal, codec, prefix};
 use crate::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery, PendingApproval, decode_args};
 use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
+use crate::follow::HeadFollow;
 use crate::journal::{
     HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
 };
@@ -37,6 +38,10 @@ impl Journal for SqliteJournal {
     ) -> Result<Vec<LogRecord>> {
         self.append_with(session, expected_last_seq, None, events)
             .await
+    }
+
+    fn follow(&self, session: &str) -> HeadFollow {
+        self.follow_head(session)
     }
 
     async fn new_fence(&self, session: &str) -> Result<i64> {

@@ -25,6 +25,7 @@ pub use self::schema::{SCHEMA_VERSION, schema_version_of};
 use self::writer::{Command, Syncer, Watermark, Writer};
 use crate::chain::{ChainFault, ChainSummary, ChainVerifier, RawRecord};
 use crate::error::{JournalError, Result};
+use crate::follow::{CommitFeed, HeadFollow};
 use crate::record::LogRecord;
 use crate::writer_queue::{self, Ack};
 
@@ -51,6 +52,8 @@ pub struct SqliteJournal {
     watermark: Arc<Watermark>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     read_only: bool,
+    /// Where appends announce their commits to followers.
+    feed: Arc<CommitFeed>,
 }
 
 impl Drop for SqliteJournal {
@@ -142,6 +145,7 @@ impl SqliteJournal {
             watermark,
             writer_thread: Mutex::new(Some(handle)),
             read_only: options.read_only,
+            feed: CommitFeed::new(),
         })
     }
 
@@ -164,7 +168,7 @@ impl SqliteJournal {
         fence: Option<i64>,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        writer_queue::append(
+        let records = writer_queue::append(
             &self.writer,
             Command::Append,
             session,
@@ -172,7 +176,14 @@ impl SqliteJournal {
             fence,
             events,
         )
-        .await
+        .await?;
+        // Acknowledged means durable and visible to the read connections.
+        self.feed.publish_records(session, &records);
+        Ok(records)
+    }
+
+    pub(super) fn follow_head(&self, session: &str) -> HeadFollow {
+        self.feed.follow(session)
     }
 
     pub(super) async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> Command) -> Result<T> {

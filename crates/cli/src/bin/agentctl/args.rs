@@ -19,6 +19,8 @@ Exit codes:
   4  refused: authentication or permission denied
   5  unavailable: the server cannot be reached or does not serve this API
   6  conflict: the session moved on, already exists, or the import is already there
+  130  interrupted (Ctrl-C) while exec or watch followed a session; stderr shows the
+       `agentctl watch` command that reattaches
 
 Examples:
   agentctl exec what did I say            # one message, in a new session
@@ -133,6 +135,20 @@ pub(crate) enum Command {
         session: String,
         #[command(flatten)]
         range: SeqRange,
+    },
+    /// Follow a session like `tail -f`: its records from --from on, then each one as it
+    /// commits (on any host sharing the journal), until the session is deleted.
+    #[command(after_long_help = "Examples:\n  \
+        agentctl --server 127.0.0.1:8080 watch --session sess-1\n  \
+        agentctl --server 127.0.0.1:8080 watch --session sess-1 --from 12\n  \
+        agentctl --json --server 127.0.0.1:8080 watch --session sess-1 | jq .event")]
+    Watch {
+        /// Session uid.
+        #[arg(long)]
+        session: String,
+        /// First seq to print.
+        #[arg(long, default_value_t = 1)]
+        from: i64,
     },
     /// Fork a session into children that share its history.
     #[command(after_long_help = "Examples:\n  \

@@ -119,6 +119,20 @@ pub(crate) enum CliError {
         /// Why the resume failed.
         error: ClientError,
     },
+    /// The client stopped following a session that may go on (Ctrl-C, a dropped connection,
+    /// a server shutting down): the message is the exact command that picks up where it stood.
+    #[error("{reason}; the session may go on: reattach with `{reattach}`")]
+    Detached {
+        /// What stopped the stream.
+        reason: String,
+        /// The `agentctl watch` command that resumes.
+        reattach: String,
+        /// Ctrl-C, rather than the connection.
+        interrupted: bool,
+    },
+    /// Ctrl-C before the server named the new session: nothing to reattach to.
+    #[error("interrupted before the server named the session")]
+    Interrupted,
     /// A turn failed after its session was known.
     #[error("{error} (session {session})")]
     Turn {
@@ -242,6 +256,8 @@ const NOT_FOUND: u8 = 3;
 const REFUSED: u8 = 4;
 const UNAVAILABLE: u8 = 5;
 const CONFLICT: u8 = 6;
+/// As a shell reports a process stopped by SIGINT.
+const INTERRUPTED: u8 = 130;
 
 impl From<CliError> for ExitCode {
     fn from(error: CliError) -> Self {
@@ -258,6 +274,11 @@ impl From<CliError> for ExitCode {
             CliError::SessionNotFound { .. } | CliError::NoRecords { .. } => NOT_FOUND,
             CliError::Unreachable { .. } | CliError::WrongApi { .. } => UNAVAILABLE,
             CliError::AlreadyImported { .. } | CliError::SessionExists { .. } => CONFLICT,
+            CliError::Interrupted
+            | CliError::Detached {
+                interrupted: true, ..
+            } => INTERRUPTED,
+            CliError::Detached { .. } => UNAVAILABLE,
             CliError::Output(_)
             | CliError::Json(_)
             | CliError::Host(_)

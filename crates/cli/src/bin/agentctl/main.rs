@@ -16,6 +16,7 @@ mod out;
 mod registry;
 mod sessions;
 mod ui;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -74,6 +75,7 @@ async fn command(
     place: &str,
     cli: Cli,
 ) -> Result<(), CliError> {
+    let reattach = watch::Reattach::of(&cli);
     match cli.command {
         Command::Create {
             name,
@@ -96,7 +98,10 @@ async fn command(
                 expected_last_seq,
                 deadline_unix: 0,
             };
-            sessions::exec(client, out, options).await
+            sessions::exec(client, out, options, &reattach).await
+        }
+        Command::Watch { session, from } => {
+            watch::watch(client, out, &reattach, &session, from).await
         }
         Command::Delete { session } => sessions::delete(client, out, &session).await,
         Command::Replay { session, range } => {

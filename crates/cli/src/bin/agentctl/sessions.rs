@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use crate::error::CliError;
 use crate::lifecycle::transition;
 use crate::out::Out;
+use crate::watch::{Reattach, detached};
 
 pub(crate) async fn create(
     client: &mut Client,
@@ -81,6 +82,7 @@ pub(crate) async fn exec(
     client: &mut Client,
     out: &mut Out,
     options: ExecOptions,
+    reattach: &Reattach,
 ) -> Result<(), CliError> {
     if options.inputs.is_empty() && options.session.is_empty() {
         return Err(CliError::Usage(
@@ -92,39 +94,70 @@ pub(crate) async fn exec(
     let mut announced = false;
     let mut in_delta = false;
     let mut write_error = None;
-    let result = client
-        .exec(options, |event| {
-            let written = match event {
-                ExecEvent::Session(s) if json => out.value(&ExecLine::Session(session_json(s))),
-                ExecEvent::Session(s) if created && !announced => {
-                    announced = true;
-                    out.line(&format!("session {}", uid_of(s)))
-                }
-                ExecEvent::Session(_) => Ok(()),
-                ExecEvent::Record(r) if json => out.value(&record_json(r)),
-                ExecEvent::Record(r) => {
-                    let prefix = if in_delta { "\n" } else { "" };
-                    in_delta = false;
-                    out.line(&format!("{prefix}{}", record_line(r)))
-                }
-                ExecEvent::Delta(d) if json => out.value(&ExecLine::Delta {
-                    part_index: d.part_index,
-                    chunk: &d.chunk,
-                }),
-                ExecEvent::Delta(d) if d.chunk.is_empty() => Ok(()),
-                ExecEvent::Delta(d) => {
-                    in_delta = true;
-                    out.partial(&d.chunk)
-                }
-            };
-            if let Err(e) = written {
-                write_error.get_or_insert(e);
+    // Where the turn stands, for the reattach command should the stream stop: the session and
+    // the highest seq seen (in a session frame or a record).
+    let mut session = options.session.clone();
+    let mut seen = 0;
+    let turn = client.exec(options, |event| {
+        match event {
+            ExecEvent::Session(s) => {
+                uid_of(s).clone_into(&mut session);
+                seen = seen.max(s.last_seq);
             }
-        })
-        .await;
+            ExecEvent::Record(r) => seen = seen.max(r.seq),
+            ExecEvent::Delta(_) => {}
+        }
+        let written = match event {
+            ExecEvent::Session(s) if json => out.value(&ExecLine::Session(session_json(s))),
+            ExecEvent::Session(s) if created && !announced => {
+                announced = true;
+                out.line(&format!("session {}", uid_of(s)))
+            }
+            ExecEvent::Session(_) => Ok(()),
+            ExecEvent::Record(r) if json => out.value(&record_json(r)),
+            ExecEvent::Record(r) => {
+                let prefix = if in_delta { "\n" } else { "" };
+                in_delta = false;
+                out.line(&format!("{prefix}{}", record_line(r)))
+            }
+            ExecEvent::Delta(d) if json => out.value(&ExecLine::Delta {
+                part_index: d.part_index,
+                chunk: &d.chunk,
+            }),
+            ExecEvent::Delta(d) if d.chunk.is_empty() => Ok(()),
+            ExecEvent::Delta(d) => {
+                in_delta = true;
+                out.partial(&d.chunk)
+            }
+        };
+        if let Err(e) = written {
+            write_error.get_or_insert(e);
+        }
+    });
+    let result = tokio::select! {
+        result = turn => Some(result),
+        interrupted = tokio::signal::ctrl_c() => {
+            interrupted.map_err(CliError::Output)?;
+            None
+        }
+    };
     if let Some(e) = write_error {
         return Err(e);
     }
+    let Some(result) = result else {
+        out.flush();
+        if in_delta {
+            out.line("")?;
+        }
+        if session.is_empty() {
+            return Err(CliError::Interrupted);
+        }
+        return Err(CliError::Detached {
+            reason: "interrupted".into(),
+            reattach: reattach.command(&session, seen + 1),
+            interrupted: true,
+        });
+    };
     match result {
         Ok(turn) => {
             if let Some(pending) = turn
@@ -148,6 +181,12 @@ pub(crate) async fn exec(
             let uid = failed.partial.session_uid();
             if uid.is_empty() {
                 Err(failed.error.into())
+            } else if detached(&failed.error) {
+                Err(CliError::Detached {
+                    reason: failed.error.to_string(),
+                    reattach: reattach.command(&uid, failed.partial.last_seq + 1),
+                    interrupted: false,
+                })
             } else {
                 Err(CliError::Turn {
                     session: uid,
