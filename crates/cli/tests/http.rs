@@ -1,6 +1,8 @@
 //! The daemon's HTTP listener: off unless `--http-addr` is set; when set it prints its address,
 //! answers `/healthz`, and refuses to share a port with the Sessions listener.
 
+#![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{Read as _, Write as _};

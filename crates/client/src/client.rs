@@ -300,6 +300,7 @@ impl Client {
             }
             next = page.next_seq;
         }
+    }
 
     /// Follows `uid` like `tail -f` (extension): its records from `from` on (0: all), then each
     /// new one as it commits, on whichever host shares the journal, until it is deleted.

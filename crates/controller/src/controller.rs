@@ -28,8 +28,8 @@ use crate::legacy::legacy_execution_id;
 use crate::log::{Execution, check_identity, history_for, legacy_tail, needs_identity_check};
 use crate::settings::TurnSettings;
 use crate::sink::{Mode, Sink, SinkContext};
-use crate::view::LogView;
 use crate::spans;
+use crate::view::LogView;
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -549,7 +549,10 @@ impl Controller {
     ) -> Result<ResumeOutcome> {
         let span = spans::turn(&self.session, self.metric_harness(), "resume");
         let started = std::time::Instant::now();
-        let result = self.run_resume(deadline, view).instrument(span.clone()).await;
+        let result = self
+            .run_resume(deadline, view)
+            .instrument(span.clone())
+            .await;
         // Only a turn that was re-driven counts; "nothing to resume" is no turn.
         if !matches!(&result, Ok(outcome) if !outcome.resumed) {
             spans::turn_ended(&span, self.metric_harness(), started, &result);

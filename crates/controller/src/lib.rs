@@ -37,8 +37,8 @@ pub mod legacy;
 pub mod log;
 pub mod settings;
 mod sink;
-pub mod view;
 mod spans;
+pub mod view;
 
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};

@@ -399,6 +399,7 @@ impl Inner {
             None => Vec::new(),
         };
         Ok(range.answer(&records, head))
+    }
 
     /// Opens a Watch: authorizes it as a read, subscribes to the session's commits, and streams
     /// from a task; a deleted session streams what is left up to its head and ends.

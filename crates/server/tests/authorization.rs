@@ -391,6 +391,7 @@ async fn call(rpc: Rpc, sessions: &mut Sessions, registry: &mut Registry, uid: &
                         ..pb::ReadRecordsRequest::default()
                     })
                     .await?;
+            }
             Rpc::Watch => {
                 // Authorized when it opens; the live stream itself never ends on its own, so an
                 // allowed one is dropped once open.

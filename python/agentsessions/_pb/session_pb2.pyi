@@ -295,6 +295,14 @@ class ReplayRequest(_message.Message):
     to_seq: int
     def __init__(self, session: _Optional[str] = ..., from_seq: _Optional[int] = ..., to_seq: _Optional[int] = ...) -> None: ...
 
+class WatchRequest(_message.Message):
+    __slots__ = ("session", "from_seq")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session: str
+    from_seq: int
+    def __init__(self, session: _Optional[str] = ..., from_seq: _Optional[int] = ...) -> None: ...
+
 class ApproveRequest(_message.Message):
     __slots__ = ("session", "execution_id", "tool_call_id", "request_seq", "approved", "reason", "identity")
     SESSION_FIELD_NUMBER: _ClassVar[int]

@@ -102,6 +102,11 @@ class SessionsStub:
                 request_serializer=session__pb2.ReadRecordsRequest.SerializeToString,
                 response_deserializer=session__pb2.ReadRecordsResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/agentsessions.v1.Sessions/Watch',
+                request_serializer=session__pb2.WatchRequest.SerializeToString,
+                response_deserializer=common__pb2.LogRecord.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -202,6 +207,18 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Extension (this project): streams the session's records from from_seq on, then each new
+        record as it commits, whichever host sharing the journal commits it (a tail -f of the
+        session). The stream ends OK right after the session's LIFECYCLE_DELETE record, and at
+        once for a deleted session whose delete record lies before from_seq. Authorized as a read
+        (as GetSession); an unknown session is NOT_FOUND. A server shutting down ends it with
+        UNAVAILABLE: watch again from the seq after the last record received.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -269,6 +286,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.ReadRecords,
                     request_deserializer=session__pb2.ReadRecordsRequest.FromString,
                     response_serializer=session__pb2.ReadRecordsResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=session__pb2.WatchRequest.FromString,
+                    response_serializer=common__pb2.LogRecord.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -623,6 +645,33 @@ class Sessions:
             '/agentsessions.v1.Sessions/ReadRecords',
             session__pb2.ReadRecordsRequest.SerializeToString,
             session__pb2.ReadRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentsessions.v1.Sessions/Watch',
+            session__pb2.WatchRequest.SerializeToString,
+            common__pb2.LogRecord.FromString,
             options,
             channel_credentials,
             insecure,

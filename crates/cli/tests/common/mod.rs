@@ -73,30 +73,10 @@ impl Daemon {
         }
     }
 
-    /// Starts `command` (which has `--http-addr`) and waits for its Sessions and HTTP address
-    /// lines, in whichever order it prints them; the daemon and the HTTP address.
-    pub(crate) fn spawn_with_http(mut command: Command) -> (Self, String) {
-        let mut child = command.spawn().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let (mut addr, mut http) = (String::new(), String::new());
-        while addr.is_empty() || http.is_empty() {
-            let mut line = String::new();
-            assert!(
-                stdout.read_line(&mut line).unwrap() > 0,
-                "the daemon exited"
-            );
-            let line = line.trim();
-            if let Some(rest) = line.strip_prefix("agentsessionsd listening on ") {
-                rest.clone_into(&mut addr);
-            } else if let Some(rest) = line.strip_prefix("agentsessionsd http on ") {
-                rest.clone_into(&mut http);
-            }
-        }
-        let daemon = Self {
-            child,
-            addr,
-            registry: String::new(),
-        };
+    /// Starts `command` (which has `--http-addr`); the daemon and its HTTP address.
+    pub(crate) fn spawn_with_http(command: Command) -> (Self, String) {
+        let daemon = Self::spawn(command, false);
+        let http = daemon.http.clone();
         (daemon, http)
     }
 
