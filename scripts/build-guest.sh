@@ -23,6 +23,8 @@ if [ -z "$NODE" ] || [ ! -x "$NODE" ]; then
     echo "build-guest: no harnessnode binary (build it: cargo build -p agentsessions-harnessnode)" >&2
     exit 2
 fi
+# The build works in its own directory: name the binary by an absolute path.
+NODE=$(cd "$(dirname "$NODE")" && pwd)/$(basename "$NODE")
 
 # The guest's modules, in load order: the cloud kernel builds virtio and its network driver as
 # modules.

@@ -19,6 +19,11 @@ pub struct HttpParts {
     /// The authenticator of the gRPC listener (`None`: anonymous callers), so HTTP callers
     /// authenticate the same way.
     pub authenticator: Option<Arc<agentsessions_auth::Authenticator>>,
+    /// The journal the service writes, read at scrape time for the gauges of `/metrics`
+    /// (sessions by compute state, pending approvals).
+    pub journal: Arc<dyn agentsessions_journal::Journal>,
+    /// The project the gauges count.
+    pub project: String,
 }
 
 impl std::fmt::Debug for HttpParts {
@@ -28,16 +33,20 @@ impl std::fmt::Debug for HttpParts {
 }
 
 /// The router the HTTP listener serves: `GET /healthz` (200 while the daemon serves), and the
-/// parts merged in: the web console (`/`, `/assets/*`) and its JSON API (`/api/v1/*`).
+/// parts merged in: the web console (`/`, `/assets/*`), its JSON API (`/api/v1/*`) and the
+/// Prometheus metrics (`/metrics`).
 pub fn router(parts: HttpParts) -> Router {
     let HttpParts {
         service,
         authenticator,
+        journal,
+        project,
     } = parts;
     let console = agentsessions_console::Console::new(service).with_authenticator(authenticator);
     Router::new()
         .route("/healthz", get(healthz))
         .merge(agentsessions_console::router(console))
+        .merge(crate::observability::metrics_router(journal, &project))
 }
 
 /// Liveness for load balancers and scripts: the listener answers only while the daemon runs.

@@ -13,7 +13,7 @@ use agentsessions_telemetry::GaugeSource;
 use agentsessions_telemetry::metrics::Metrics;
 
 /// Scrapes closer together than this reuse the last reading instead of listing again.
-const MIN_REFRESH: Duration = Duration::from_secs(10);
+const MIN_REFRESH: Duration = Duration::from_secs(1);
 /// Pages read per gauge and scrape; a larger journal reports what these pages hold.
 const MAX_PAGES: usize = 20;
 /// Entries per page.

@@ -533,3 +533,153 @@ fn a_remote_harness_receives_the_trace_context() {
         "the harness saw the Exec trace {trace}: {seen:?}"
     );
 }
+
+/// `GET /metrics` from the daemon's HTTP listener, parsed.
+fn scrape(addr: &str) -> prometheus_parse::Scrape {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("openmetrics-text"),
+        "{head}"
+    );
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
+}
+
+/// The value of `name` with `labels` (a histogram's count); 0 when absent.
+fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| {
+            s.metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(k).is_some_and(|got| got == *v))
+        })
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(buckets) => {
+                buckets.iter().map(|b| b.count).fold(0.0, f64::max)
+            }
+            prometheus_parse::Value::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+// issue 17: /metrics after known work — two chat turns, each two model calls and one tool call —
+// moves the counters and histogram counts by exactly that work.
+#[test]
+fn metrics_move_by_exactly_the_work_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let config = write_config(d, &model_url, "");
+    let mut command = Daemon::command();
+    command
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config)
+        .current_dir(d)
+        .env(KEY_VARIABLE, "stub-key")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stderr(Stdio::null());
+    let daemon = Daemon::spawn(command, false);
+
+    let before = scrape(&daemon.http);
+    for _ in 0..2 {
+        let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+        assert!(out.contains("END  COMPLETED"), "{out}");
+    }
+    // The stored-state gauges are re-read at most once a second; wait past that so this scrape
+    // reads the journal again.
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let after = scrape(&daemon.http);
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    let chat = [("harness", "chat")];
+    let model = [("provider", "openai"), ("model", "stub-model")];
+    let tool = [("tool", "fixture__count")];
+    assert_eq!(
+        moved(
+            "agentsessions_turns_total",
+            &[("harness", "chat"), ("outcome", "completed")]
+        ),
+        2.0
+    );
+    assert_eq!(moved("agentsessions_turn_duration_seconds", &chat), 2.0);
+    assert_eq!(
+        moved(
+            "agentsessions_model_calls_total",
+            &[
+                ("provider", "openai"),
+                ("model", "stub-model"),
+                ("outcome", "success")
+            ]
+        ),
+        4.0
+    );
+    assert_eq!(
+        moved("agentsessions_model_call_duration_seconds", &model),
+        4.0
+    );
+    assert_eq!(
+        moved(
+            "agentsessions_model_tokens_total",
+            &[("model", "stub-model"), ("type", "input")]
+        ),
+        44.0
+    );
+    assert_eq!(
+        moved(
+            "agentsessions_model_tokens_total",
+            &[("model", "stub-model"), ("type", "output")]
+        ),
+        28.0
+    );
+    assert_eq!(moved("agentsessions_model_errors_total", &model), 0.0);
+    assert_eq!(
+        moved(
+            "agentsessions_tool_calls_total",
+            &[("tool", "fixture__count"), ("outcome", "success")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        moved("agentsessions_tool_call_duration_seconds", &tool),
+        2.0
+    );
+    assert_eq!(
+        moved(
+            "agentsessions_rpc_requests_total",
+            &[("method", "Exec"), ("code", "OK")]
+        ),
+        2.0
+    );
+    assert!(moved("agentsessions_journal_append_duration_seconds", &[]) >= 2.0);
+    assert!(moved("agentsessions_journal_batch_size", &[("backend", "sqlite")]) >= 1.0);
+    assert!(moved("agentsessions_journal_fsync_duration_seconds", &[]) >= 1.0);
+    // Read from the journal at scrape time: the two sessions this test made, no approvals.
+    let sessions: f64 = value(&after, "agentsessions_sessions", &[]);
+    assert_eq!(sessions, 2.0);
+    assert_eq!(value(&after, "agentsessions_approvals_pending", &[]), 0.0);
+}

@@ -452,7 +452,7 @@ async fn serve(
         options: serve_options,
     } = listeners;
     let health = serve_options.health.clone();
-    let assembled = build_service_with_tools(journal, &config, mcp.clone(), identity)?;
+    let assembled = build_service_with_tools(journal.clone(), &config, mcp.clone(), identity)?;
     let registry = agentsessions_server::RegistryService::new(&assembled.service);
     let registered = registry
         .load()
@@ -519,6 +519,12 @@ async fn serve(
         let router = agentsessions_cli::http::router(agentsessions_cli::http::HttpParts {
             service: assembled.service.clone(),
             authenticator: serve_options.authenticator.clone(),
+            journal: journal.clone(),
+            project: if config.project.is_empty() {
+                agentsessions_journal::journal::DEFAULT_PROJECT.to_owned()
+            } else {
+                config.project.clone()
+            },
         });
         let until = stopped(stopping.clone());
         tasks.spawn(async move {
