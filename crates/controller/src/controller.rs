@@ -431,23 +431,24 @@ impl Controller {
             Event::new(EventKind::Input, EventBody::Message(input.clone()))
                 .with_execution(execution_id.clone())
         }));
-        // One durable commit for the marker and its inputs: a crash can never leave an
-        // incomplete invocation behind.
-        let opened = if self.mint_on_open {
-            let opened = self
-                .journal
-                .append_batch_fencing(&self.session, expected, events)
-                .await?;
-            if let Some(first) = opened.first() {
-                self.fence.store(first.fence, Ordering::SeqCst);
-            }
-            opened
-        } else {
-            self.journal
-                .append_batch(&self.session, expected, self.fence(), events)
-                .await?
-        };
-        self.notify(&opened);
+        // One commit for the marker and its inputs: a crash can never leave an incomplete
+        // invocation behind. It need not be durable yet: the harness holds no durable
+        // authority, and whatever it causes through the host (a model call, a mediated tool)
+        // is preceded by a durable append whose sync covers this one (semantics §3.7). The
+        // records are shown with that append.
+        let fence = (!self.mint_on_open).then(|| self.fence());
+        let opened = self
+            .journal
+            .append_deferred(&self.session, expected, fence, events)
+            .await?;
+        if fence.is_none()
+            && let Some(first) = opened.first()
+        {
+            self.fence.store(first.fence, Ordering::SeqCst);
+        }
+        if let Some(observer) = &self.observer {
+            observer.opened(&execution_id);
+        }
         let start = Start {
             execution_id: execution_id.clone(),
             model: default_model.clone(),
@@ -467,7 +468,7 @@ impl Controller {
             descriptor,
             false,
         );
-        let sink = Sink::new(ctx, opened_head, Recorded::default());
+        let sink = Sink::new(ctx, opened_head, Recorded::default(), opened.clone());
         let end = self.drive(&start, &sink, request.deadline).await;
         let state = sink.finish().await;
         let mut outcome = self
@@ -622,7 +623,7 @@ impl Controller {
             descriptor,
             pending.legacy,
         );
-        let sink = Sink::new(ctx, head, recorded);
+        let sink = Sink::new(ctx, head, recorded, Vec::new());
         let end = self.drive(&start, &sink, deadline).await;
         let state = sink.finish().await;
         let turn = self

@@ -91,6 +91,12 @@ pub trait Observer: Send + Sync {
     fn record(&self, record: &LogRecord);
     /// A transport-only streaming chunk (never journaled).
     fn delta(&self, delta: &Delta);
+    /// The turn `execution_id` has committed its opening (EXECUTION_START and its INPUTs), so
+    /// it is running and can be cancelled. Its records are shown later, through
+    /// [`Observer::record`], once durable. Default: nothing.
+    fn opened(&self, execution_id: &str) {
+        let _ = execution_id;
+    }
 }
 
 /// Where execution and model-call ids come from. Ids are inputs to the controller (STYLE rule

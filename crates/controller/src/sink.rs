@@ -15,7 +15,7 @@ use agentsessions_api::{
     EventSink, Mediation, Message, ModelCall, ModelProvider, ModelRequest, ModelResponse,
     Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
 };
-use agentsessions_journal::{Journal, LogRecord};
+use agentsessions_journal::{Journal, JournalError, LogRecord};
 use agentsessions_wire::model_input_hash;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -78,6 +78,9 @@ pub(crate) struct SinkState {
     pub(crate) live_model_calls: u64,
     pub(crate) outputs: Vec<String>,
     pub(crate) appended: Vec<LogRecord>,
+    /// Records committed by deferred appends and not yet durable, so not yet shown to the
+    /// observer: the next durable append shows them first, in seq order.
+    pub(crate) unshown: Vec<LogRecord>,
 }
 
 /// The sink of one run.
@@ -113,12 +116,20 @@ fn refusal(code: StatusCode, message: impl Into<String>) -> ApiError {
 }
 
 impl Sink {
-    pub(crate) fn new(ctx: SinkContext, head: i64, recorded: Recorded) -> Self {
+    /// A sink appending at `head`; `unshown` are records the turn committed before the sink
+    /// (its opening) that are not yet durable, shown with the sink's first durable append.
+    pub(crate) fn new(
+        ctx: SinkContext,
+        head: i64,
+        recorded: Recorded,
+        unshown: Vec<LogRecord>,
+    ) -> Self {
         Self {
             ctx,
             state: Mutex::new(SinkState {
                 head,
                 recorded,
+                unshown,
                 ..SinkState::default()
             }),
         }
@@ -160,25 +171,68 @@ impl Sink {
         Ok(())
     }
 
+    /// Appends a record that must be durable before the sink goes on: one an effect or a
+    /// park depends on (semantics §3.7). Its sync also makes every deferred record before it
+    /// durable, so they are shown to the observer with it.
     async fn append(
         &self,
         st: &mut SinkState,
         kind: EventKind,
         body: EventBody,
     ) -> ApiResult<LogRecord> {
+        self.append_as(st, kind, body, true).await
+    }
+
+    /// Appends a record nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE): committed in order
+    /// but made durable by the next durable append, and shown only then.
+    async fn append_deferred(
+        &self,
+        st: &mut SinkState,
+        kind: EventKind,
+        body: EventBody,
+    ) -> ApiResult<LogRecord> {
+        self.append_as(st, kind, body, false).await
+    }
+
+    async fn append_as(
+        &self,
+        st: &mut SinkState,
+        kind: EventKind,
+        body: EventBody,
+        durable: bool,
+    ) -> ApiResult<LogRecord> {
         let event = Event::new(kind, body).with_execution(self.ctx.journal_execution_id.clone());
-        match self
-            .ctx
-            .journal
-            .append(&self.ctx.session, st.head, self.ctx.fence, event)
-            .await
-        {
+        let journal = &self.ctx.journal;
+        let appended = if durable {
+            journal
+                .append(&self.ctx.session, st.head, self.ctx.fence, event)
+                .await
+        } else {
+            journal
+                .append_deferred(
+                    &self.ctx.session,
+                    st.head,
+                    Some(self.ctx.fence),
+                    vec![event],
+                )
+                .await
+                .and_then(|mut records| {
+                    records.pop().ok_or_else(|| {
+                        JournalError::InvalidArgument("append committed no record".to_owned())
+                    })
+                })
+        };
+        match appended {
             Ok(record) => {
                 st.head = record.seq;
-                if let Some(observer) = &self.ctx.observer {
-                    observer.record(&record);
-                }
                 st.appended.push(record.clone());
+                st.unshown.push(record.clone());
+                if durable {
+                    let shown = std::mem::take(&mut st.unshown);
+                    if let Some(observer) = &self.ctx.observer {
+                        shown.iter().for_each(|r| observer.record(r));
+                    }
+                }
                 Ok(record)
             }
             Err(e) => Err(Self::latch(st, ControllerError::Journal(e), false)),
@@ -256,7 +310,7 @@ impl Sink {
             }
         };
         st.live_model_calls += 1;
-        self.append(
+        self.append_deferred(
             st,
             EventKind::Output,
             EventBody::Message(response.message.clone()),
@@ -303,14 +357,14 @@ impl Sink {
         self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
             .await?;
         let result = self.execute(&call, None).await?;
-        self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
+        self.append_deferred(st, EventKind::ToolResult, EventBody::Result(result.clone()))
             .await?;
         Ok(result)
     }
 
     /// The live approval gate of semantics §5.2: intent, request, park.
     async fn live_gate(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
-        self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
+        self.append_deferred(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
             .await?;
         let request = ApprovalRequest {
             tool_call_id: call.id.clone(),
@@ -393,7 +447,7 @@ impl Sink {
         receipt.approval_request_seq = gate.request_seq;
         receipt.approval_decision_seq = gate.decision_seq;
         receipt.approval = None;
-        self.append(
+        self.append_deferred(
             st,
             EventKind::ToolResult,
             EventBody::Result(receipt.clone()),
@@ -489,7 +543,7 @@ impl EventSink for Sink {
         Self::ensure_accepting(st)?;
         if self.goes_live(st) {
             let message = Message::text_message("assistant", text.clone());
-            self.append(st, EventKind::Output, EventBody::Message(message))
+            self.append_deferred(st, EventKind::Output, EventBody::Message(message))
                 .await?;
             st.outputs.push(text);
             return Ok(());
@@ -558,8 +612,12 @@ impl EventSink for Sink {
                 if self.ctx.mode == Mode::Resume && last {
                     // A tool cut (semantics §3.4): re-drive the recorded call once.
                     let result = self.execute(&recorded, None).await?;
-                    self.append(st, EventKind::ToolResult, EventBody::Result(result.clone()))
-                        .await?;
+                    self.append_deferred(
+                        st,
+                        EventKind::ToolResult,
+                        EventBody::Result(result.clone()),
+                    )
+                    .await?;
                     return Ok(result);
                 }
                 Err(refusal(
@@ -582,7 +640,7 @@ impl EventSink for Sink {
             return Err(Self::reject(st, ControllerError::ApprovalReceiptReport));
         }
         if self.goes_live(st) {
-            self.append(st, EventKind::ToolResult, EventBody::Result(result))
+            self.append_deferred(st, EventKind::ToolResult, EventBody::Result(result))
                 .await?;
             return Ok(());
         }
@@ -597,7 +655,7 @@ impl EventSink for Sink {
         let st = &mut *guard;
         Self::ensure_accepting(st)?;
         if self.goes_live(st) {
-            self.append(st, EventKind::Usage, EventBody::Usage(usage))
+            self.append_deferred(st, EventKind::Usage, EventBody::Usage(usage))
                 .await?;
             return Ok(());
         }

@@ -226,6 +226,41 @@ pub trait Journal: Send + Sync + Debug {
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>>;
 
+    /// Appends like [`Journal::append_batch`] (`fence` given) or
+    /// [`Journal::append_batch_fencing`] (`None`), but may return as soon as the batch is
+    /// committed — chained, CAS- and fence-checked, in order, and read back by this journal's
+    /// readers only once durable — without waiting for it to be durable itself.
+    ///
+    /// For records no external effect depends on (an OUTPUT, a TOOL_RESULT, USAGE): the next
+    /// append through [`Journal::append_batch`] returns only once it *and everything committed
+    /// before it* are durable, so a turn waits for durability once, before the effect or the
+    /// answer that needs it (semantics §3.7). Until then an OS crash or power loss may take the
+    /// records back, always as a suffix of the log; a process kill does not. A caller must not
+    /// show such a record to anyone before a later durable append (or a read) returns.
+    ///
+    /// The default waits for durability, which is always allowed.
+    ///
+    /// # Errors
+    /// As [`Journal::append_batch`] and [`Journal::append_batch_fencing`].
+    async fn append_deferred(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        match fence {
+            Some(fence) => {
+                self.append_batch(session, expected_last_seq, fence, events)
+                    .await
+            }
+            None => {
+                self.append_batch_fencing(session, expected_last_seq, events)
+                    .await
+            }
+        }
+    }
+
     /// A subscription to `session`'s commits: it wakes when records are committed to the
     /// session through this journal, and, on a journal shared by hosts (Postgres), through any
     /// of them. It carries the newest head only, so a slow subscriber never costs memory; the

@@ -41,7 +41,11 @@ pub struct Append {
     pub fence: Option<i64>,
     /// The events, ready to chain.
     pub events: Vec<PreparedEvent>,
-    /// Where the records go once durable.
+    /// Whether the caller waits for durability (else only for the commit; see
+    /// [`Journal::append_deferred`](crate::Journal::append_deferred)). Backends that cannot
+    /// tell the two apart treat every append as durable.
+    pub durable: bool,
+    /// Where the records go once durable (or committed, for a deferred append).
     pub ack: Ack<Vec<LogRecord>>,
 }
 
@@ -57,6 +61,7 @@ pub async fn append<C>(
     expected_last_seq: i64,
     fence: Option<i64>,
     events: Vec<Event>,
+    durable: bool,
 ) -> Result<Vec<LogRecord>> {
     let events = rules::prepare_batch(session, events, fence.is_none())?;
     // The caller's view of the group commit its records rode in: queueing, the transaction and
@@ -65,6 +70,7 @@ pub async fn append<C>(
         "journal_commit",
         otel.name = "journal commit",
         agentsessions.journal.records = events.len(),
+        agentsessions.journal.durable = durable,
         expected_last_seq,
     );
     let started = std::time::Instant::now();
@@ -74,6 +80,7 @@ pub async fn append<C>(
             expected_last_seq,
             fence,
             events,
+            durable,
             ack,
         })
     })

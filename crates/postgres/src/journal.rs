@@ -171,6 +171,7 @@ impl PostgresJournal {
             expected_last_seq,
             fence,
             events,
+            true,
         )
         .await?;
         // This host's followers need not wait for the notification's round trip.

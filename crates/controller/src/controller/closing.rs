@@ -40,10 +40,14 @@ impl Controller {
             records: std::mem::take(&mut state.appended),
             model_calls: state.live_model_calls,
         };
+        // Committed but not yet durable: shown once a closing append made them durable.
+        let unshown = std::mem::take(&mut state.unshown);
         let failure = match end {
             RunEnd::Cancelled(reason) => {
                 let closing = cancel_events(journal_execution_id, &reason);
-                outcome.records.extend(self.append_closing(closing).await?);
+                outcome
+                    .records
+                    .extend(self.append_closing(closing, &unshown).await?);
                 return Err(ControllerError::Cancelled { reason });
             }
             RunEnd::DeadlineExceeded => ControllerError::DeadlineExceeded,
@@ -65,6 +69,7 @@ impl Controller {
                                 .journal
                                 .append(&self.session, state.head, self.fence(), done)
                                 .await?;
+                            self.notify(&unshown);
                             self.notify(std::slice::from_ref(&record));
                             outcome.records.push(record);
                             return Ok(outcome);
@@ -76,7 +81,7 @@ impl Controller {
         };
         // Best effort: the ERROR is an audit note, and the failure is what the caller needs.
         if let Ok(mut written) = self
-            .append_closing(vec![error_event(journal_execution_id, &failure)])
+            .append_closing(vec![error_event(journal_execution_id, &failure)], &unshown)
             .await
         {
             outcome.records.append(&mut written);
@@ -84,13 +89,19 @@ impl Controller {
         Err(failure)
     }
 
-    /// Appends `events` at whatever the head is now: the run's own appends moved it.
-    async fn append_closing(&self, events: Vec<Event>) -> Result<Vec<LogRecord>> {
+    /// Appends `events` durably at whatever the head is now (the run's own appends moved it),
+    /// then shows `unshown`, the run's records that this append made durable, and its own.
+    async fn append_closing(
+        &self,
+        events: Vec<Event>,
+        unshown: &[LogRecord],
+    ) -> Result<Vec<LogRecord>> {
         let head = self.journal.head(&self.session).await?;
         let records = self
             .journal
             .append_batch(&self.session, head, self.fence(), events)
             .await?;
+        self.notify(unshown);
         self.notify(&records);
         Ok(records)
     }

@@ -75,7 +75,7 @@ impl Controller {
                 descriptor.clone(),
                 execution.legacy,
             );
-            let sink = Sink::new(ctx, 0, recorded);
+            let sink = Sink::new(ctx, 0, recorded, Vec::new());
             let result = self.harness.run(&start, &sink).await;
             let mut state = sink.finish().await;
             if let Some(stop) = state.stop.take() {

@@ -26,7 +26,7 @@ impl Journal for SqliteJournal {
         fence: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, Some(fence), events)
+        self.append_with(session, expected_last_seq, Some(fence), events, true)
             .await
     }
 
@@ -36,7 +36,18 @@ impl Journal for SqliteJournal {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, None, events)
+        self.append_with(session, expected_last_seq, None, events, true)
+            .await
+    }
+
+    async fn append_deferred(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        self.append_with(session, expected_last_seq, fence, events, false)
             .await
     }
 

@@ -119,7 +119,7 @@ impl SqliteJournal {
             .collect::<Result<Vec<_>>>()?;
         let watermark = Arc::new(Watermark::default());
         let syncer = match wal {
-            Some(wal) => Syncer::spawn(wal, Arc::clone(&watermark))?,
+            Some(wal) => Syncer::spawn(wal, Arc::clone(&watermark), options.deferred_sync_delay)?,
             None => Syncer::InCommit,
         };
         // Bounded: when the disk falls behind, appenders wait for room (back-pressure) rather
@@ -155,18 +155,27 @@ impl SqliteJournal {
         self.durability
     }
 
+    /// How many times this journal has fdatasync'd its WAL ([`Durability::Pipelined`]; under
+    /// [`Durability::Full`] the COMMITs sync and this stays 0): the durable waits its appends
+    /// cost, for tests and benchmarks.
+    pub fn wal_syncs(&self) -> u64 {
+        self.watermark.syncs()
+    }
+
     /// The file this journal writes.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// An append with the writer's `fence`, or minting the next one (`None`).
+    /// An append with the writer's `fence`, or minting the next one (`None`); `durable`: wait
+    /// for the batch's WAL sync, not only its commit.
     pub(super) async fn append_with(
         &self,
         session: &str,
         expected_last_seq: i64,
         fence: Option<i64>,
         events: Vec<Event>,
+        durable: bool,
     ) -> Result<Vec<LogRecord>> {
         let records = writer_queue::append(
             &self.writer,
@@ -175,9 +184,11 @@ impl SqliteJournal {
             expected_last_seq,
             fence,
             events,
+            durable,
         )
         .await?;
-        // Acknowledged means durable and visible to the read connections.
+        // Committed and visible to the read connections, which hand records out only once
+        // durable; so followers may be woken now even for a deferred append.
         self.feed.publish_records(session, &records);
         Ok(records)
     }

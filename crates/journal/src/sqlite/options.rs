@@ -38,6 +38,11 @@ pub struct SqliteOptions {
     /// Open an existing file only to read it: nothing is created, migrated or written, and
     /// every write fails (for tools that read a file they may not write).
     pub read_only: bool,
+    /// In [`Durability::Pipelined`], how long a committed batch of deferred appends
+    /// ([`Journal::append_deferred`](crate::Journal::append_deferred)) may wait for a durable
+    /// append to share its WAL sync before it is synced alone. Readers of those records wait up
+    /// to this long more. Default 2 ms.
+    pub deferred_sync_delay: std::time::Duration,
 }
 
 impl Default for SqliteOptions {
@@ -47,6 +52,7 @@ impl Default for SqliteOptions {
             queue_depth: 4096,
             durability: Durability::default(),
             read_only: false,
+            deferred_sync_delay: std::time::Duration::from_millis(2),
         }
     }
 }

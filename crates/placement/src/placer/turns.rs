@@ -75,10 +75,14 @@ struct Tracked {
 }
 
 impl Observer for Tracked {
-    fn record(&self, record: &LogRecord) {
-        if record.event.kind == EventKind::ExecutionStart {
-            self.held.set_execution(&record.event.execution_id);
+    fn opened(&self, execution_id: &str) {
+        self.held.set_execution(execution_id);
+        if let Some(inner) = &self.inner {
+            inner.opened(execution_id);
         }
+    }
+
+    fn record(&self, record: &LogRecord) {
         if let Some(inner) = &self.inner {
             inner.record(record);
         }

@@ -205,7 +205,7 @@ impl Writer {
             return None;
         }
         let now = Timestamp::now().unix_nanos();
-        let done: Vec<Done> = commands.drain(..).map(|cmd| self.apply(cmd, now)).collect();
+        let mut done: Vec<Done> = commands.drain(..).map(|cmd| self.apply(cmd, now)).collect();
         let failure = match done.iter().find_map(Done::storage_failure) {
             Some(failure) => Some(failure),
             None => self
@@ -227,6 +227,12 @@ impl Writer {
             // The cache holds this batch's appends; the file does not.
             self.heads.clear();
             self.touched.clear();
+        } else {
+            // Deferred appends are told now; the rest once the batch is durable.
+            let (at_commit, at_sync): (Vec<Done>, Vec<Done>) =
+                done.into_iter().partition(Done::at_commit);
+            at_commit.into_iter().for_each(Done::send);
+            done = at_sync;
         }
         Some(Batch {
             id: self.watermark.current(),
@@ -285,11 +291,16 @@ impl Writer {
                 expected_last_seq,
                 fence,
                 events,
+                durable,
                 ack,
-            }) => Done::Append(
-                ack,
-                self.append(&session, expected_last_seq, fence, events, now),
-            ),
+            }) => {
+                let appended = self.append(&session, expected_last_seq, fence, events, now);
+                if durable {
+                    Done::Append(ack, appended)
+                } else {
+                    Done::Committed(ack, appended)
+                }
+            }
             Command::NewFence { session, ack } => {
                 let fence = new_fence(conn, &session, now, project);
                 if let (Ok(fence), Some(head)) = (&fence, self.heads.get_mut(&session)) {

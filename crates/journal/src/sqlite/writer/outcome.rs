@@ -12,6 +12,8 @@ use crate::writer_queue::Append;
 /// A command's result held until its batch is durable.
 pub(super) enum Done {
     Append(Ack<Vec<LogRecord>>, Result<Vec<LogRecord>>),
+    /// A deferred append: told once its batch commits, without waiting for the sync.
+    Committed(Ack<Vec<LogRecord>>, Result<Vec<LogRecord>>),
     Fence(Ack<i64>, Result<i64>),
     Unit(Ack<()>, Result<()>),
     Register(
@@ -25,7 +27,7 @@ impl Done {
     pub(super) fn send(self) {
         // A caller that stopped waiting has nothing to be told.
         match self {
-            Self::Append(ack, r) => drop(ack.send(r)),
+            Self::Append(ack, r) | Self::Committed(ack, r) => drop(ack.send(r)),
             Self::Fence(ack, r) => drop(ack.send(r)),
             Self::Unit(ack, r) => drop(ack.send(r)),
             Self::Register(ack, r) => drop(ack.send(r)),
@@ -35,7 +37,7 @@ impl Done {
 
     pub(super) fn fail(self, err: impl Fn() -> JournalError) {
         match self {
-            Self::Append(ack, _) => drop(ack.send(Err(err()))),
+            Self::Append(ack, _) | Self::Committed(ack, _) => drop(ack.send(Err(err()))),
             Self::Fence(ack, _) => drop(ack.send(Err(err()))),
             Self::Unit(ack, _) => drop(ack.send(Err(err()))),
             Self::Register(ack, _) => drop(ack.send(Err(err()))),
@@ -44,9 +46,15 @@ impl Done {
     }
 
     /// Storage failures poison the transaction; logical refusals (CAS, fence) wrote nothing.
+    /// Whether the caller is told at commit rather than once durable.
+    pub(super) fn at_commit(&self) -> bool {
+        matches!(self, Self::Committed(..))
+    }
+
     pub(super) fn storage_failure(&self) -> Option<Failure> {
         let err = match self {
-            Self::Append(_, Err(e)) | Self::Fence(_, Err(e)) | Self::Unit(_, Err(e)) => e,
+            Self::Append(_, Err(e)) | Self::Committed(_, Err(e)) => e,
+            Self::Fence(_, Err(e)) | Self::Unit(_, Err(e)) => e,
             Self::Register(_, Err(e)) | Self::Harness(_, Err(e)) => e,
             _ => return None,
         };

@@ -31,6 +31,11 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
+    /// Whether any caller waits for this batch's sync (else all were told at commit).
+    fn awaited(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     fn settle(self, sync_failure: Option<&str>) {
         match (self.outcome, sync_failure) {
             (Ok(()), None) => self.done.into_iter().for_each(Done::send),
@@ -55,6 +60,8 @@ pub(crate) struct Watermark {
     committing: AtomicU64,
     synced: Mutex<Synced>,
     changed: Condvar,
+    /// WAL syncs made so far, for tests and benchmarks that count a turn's durable waits.
+    syncs: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +83,11 @@ impl Watermark {
 
     pub(super) fn failure(&self) -> Option<String> {
         self.lock().failure.clone()
+    }
+
+    /// WAL syncs made since the journal opened.
+    pub(crate) fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     fn settled_through(&self) -> u64 {
@@ -128,6 +140,7 @@ fn settle_all(batches: &mut Vec<Batch>, wal: Option<&File>, watermark: &Watermar
             let started = std::time::Instant::now();
             let synced = wal.sync_data().map_err(|e| e.to_string());
             agentsessions_telemetry::metrics().journal_fsync(started.elapsed());
+            watermark.syncs.fetch_add(1, Ordering::Relaxed);
             synced
         }
         _ => Ok(()),
@@ -160,8 +173,14 @@ pub(crate) enum Syncer {
 }
 
 impl Syncer {
-    /// Starts `journal-sync` for the WAL file `wal`.
-    pub(crate) fn spawn(wal: File, watermark: std::sync::Arc<Watermark>) -> std::io::Result<Self> {
+    /// Starts `journal-sync` for the WAL file `wal`. It holds batches nobody waits for
+    /// (deferred appends only) up to `linger` before syncing them, so that the durable append
+    /// that usually follows shares their sync.
+    pub(crate) fn spawn(
+        wal: File,
+        watermark: std::sync::Arc<Watermark>,
+        linger: std::time::Duration,
+    ) -> std::io::Result<Self> {
         let thread_wal = wal.try_clone()?;
         // Bounded so that a WAL that syncs slower than the writer commits stalls the writer
         // (and through its full queue the appenders) instead of piling up unacknowledged batches.
@@ -173,6 +192,15 @@ impl Syncer {
                 while let Ok(first) = batches.recv() {
                     pending.push(first);
                     pending.extend(batches.try_iter());
+                    let until = std::time::Instant::now() + linger;
+                    while !pending.iter().any(Batch::awaited) {
+                        let left = until.saturating_duration_since(std::time::Instant::now());
+                        let Ok(next) = batches.recv_timeout(left) else {
+                            break;
+                        };
+                        pending.push(next);
+                        pending.extend(batches.try_iter());
+                    }
                     settle_all(&mut pending, Some(&thread_wal), &watermark);
                 }
             })?;
@@ -195,7 +223,8 @@ impl Syncer {
                 handed_off,
                 ..
             } => {
-                if idle && watermark.settled_through() >= *handed_off {
+                // A batch nobody waits for goes to `journal-sync`, which lingers for company.
+                if idle && batch.awaited() && watermark.settled_through() >= *handed_off {
                     settle_all(&mut vec![batch], Some(wal), watermark);
                 } else {
                     *handed_off = batch.id;

@@ -1,0 +1,125 @@
+//! How many durable waits a turn costs, and that nothing is shown before it is durable
+//! (issue 15 part 3; semantics §3.7): on the SQLite journal an echo turn waits for two WAL syncs
+//! (MODEL_CALL before the provider call, END before the answer), not one per record, and the
+//! observer — the Exec stream — sees each record only once a sync covers it.
+#![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentsessions_api::Delta;
+use agentsessions_controller::{ExecRequest, Observer};
+use agentsessions_journal::{Durability, Journal, LogRecord, SqliteJournal, SqliteOptions};
+use support::*;
+
+/// A journal whose deferred records wait (nearly) forever for a durable append to share a sync,
+/// so every sync the test counts is one the turn asked for.
+fn sqlite(dir: &tempfile::TempDir) -> Arc<SqliteJournal> {
+    let options = SqliteOptions {
+        durability: Durability::Pipelined,
+        deferred_sync_delay: Duration::from_secs(60),
+        ..SqliteOptions::default()
+    };
+    Arc::new(SqliteJournal::open_with(dir.path().join("j.db"), options).unwrap())
+}
+
+/// Notes, for each record shown, how many WAL syncs the journal had made by then.
+#[derive(Debug)]
+struct SyncsWhenShown {
+    journal: Arc<SqliteJournal>,
+    shown: Mutex<Vec<(&'static str, u64)>>,
+}
+
+impl Observer for SyncsWhenShown {
+    fn record(&self, record: &LogRecord) {
+        let kind = record.event.kind.as_str();
+        self.shown
+            .lock()
+            .unwrap()
+            .push((kind, self.journal.wal_syncs()));
+    }
+
+    fn delta(&self, _delta: &Delta) {}
+}
+
+fn exec(text: &str) -> ExecRequest {
+    ExecRequest {
+        inputs: vec![user(text)],
+        ..ExecRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn an_echo_turn_waits_for_two_syncs_and_shows_only_durable_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = sqlite(&dir);
+    let journal: Arc<dyn Journal> = sqlite.clone();
+    let observer = Arc::new(SyncsWhenShown {
+        journal: Arc::clone(&sqlite),
+        shown: Mutex::new(Vec::new()),
+    });
+    let c = controller(
+        &journal,
+        Arc::new(EchoHarness::default()),
+        Arc::new(CountModel::default()),
+    )
+    .with_observer(observer.clone());
+    let before = sqlite.wal_syncs();
+    c.exec(exec("hi")).await.unwrap();
+    assert_eq!(sqlite.wal_syncs() - before, 2, "MODEL_CALL and END only");
+    let shown = observer.shown.lock().unwrap().clone();
+    let shown: Vec<(&str, u64)> = shown.iter().map(|&(k, n)| (k, n - before)).collect();
+    assert_eq!(
+        shown,
+        [
+            // Shown with the MODEL_CALL whose sync made them durable...
+            ("EXECUTION_START", 1),
+            ("INPUT", 1),
+            ("MODEL_CALL", 1),
+            // ...and the OUTPUT with the END.
+            ("OUTPUT", 2),
+            ("END", 2),
+        ]
+    );
+    // The next turn's first read sees all of it.
+    assert_eq!(journal.read("s", 1, 0).await.unwrap().len(), 5);
+}
+
+// A controller-mediated tool: its TOOL_CALL is durable before the executor runs, its
+// TOOL_RESULT rides the next durable append.
+#[tokio::test]
+async fn a_mediated_tool_call_is_durable_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = sqlite(&dir);
+    let journal: Arc<dyn Journal> = sqlite.clone();
+    let tool = Arc::new(IdempotentTool::default());
+    let harness = ScriptHarness::new(vec![
+        Step::Tool(mediated_call("t1", "k1")),
+        Step::Output("done".into()),
+    ]);
+    let observer = Arc::new(SyncsWhenShown {
+        journal: Arc::clone(&sqlite),
+        shown: Mutex::new(Vec::new()),
+    });
+    let c = controller(&journal, Arc::new(harness), Arc::new(CountModel::default()))
+        .with_tools(tool.clone())
+        .with_observer(observer.clone());
+    let before = sqlite.wal_syncs();
+    c.exec(exec("go")).await.unwrap();
+    let shown = observer.shown.lock().unwrap().clone();
+    let shown: Vec<(&str, u64)> = shown.iter().map(|&(k, n)| (k, n - before)).collect();
+    assert_eq!(
+        shown,
+        [
+            ("EXECUTION_START", 1),
+            ("INPUT", 1),
+            ("TOOL_CALL", 1),
+            ("TOOL_RESULT", 2),
+            ("OUTPUT", 2),
+            ("END", 2),
+        ]
+    );
+    assert_eq!(tool.effects("k1"), 1);
+}

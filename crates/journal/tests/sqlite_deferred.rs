@@ -1,0 +1,148 @@
+//! Deferred appends on the SQLite journal (`Journal::append_deferred`): told at commit, made
+//! durable by the next durable append's WAL sync (or alone after the delay), never read back
+//! before they are durable, and never lost by a clean close.
+#![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use agentsessions_journal::testing::input;
+use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions};
+
+fn open(dir: &tempfile::TempDir, delay: Duration) -> SqliteJournal {
+    let options = SqliteOptions {
+        durability: Durability::Pipelined,
+        deferred_sync_delay: delay,
+        ..SqliteOptions::default()
+    };
+    SqliteJournal::open_with(dir.path().join("j.db"), options).unwrap()
+}
+
+// A turn's shape: a deferred record, then a durable one. Each pair costs one WAL sync, where two
+// durable appends cost two; the delay is long, so the durable append always comes within it.
+#[tokio::test]
+async fn a_deferred_append_shares_the_next_durable_appends_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_secs(30));
+    let fence = j.new_fence("s").await.unwrap();
+    let mut head = 0;
+    let before = j.wal_syncs();
+    for n in 0..10 {
+        let deferred = j
+            .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
+            .await
+            .unwrap();
+        head = deferred[0].seq;
+        head = j
+            .append("s", head, fence, input(&format!("n{n}")))
+            .await
+            .unwrap()
+            .seq;
+    }
+    assert_eq!(j.wal_syncs() - before, 10, "one sync per pair");
+
+    let before = j.wal_syncs();
+    for n in 0..10 {
+        head = j
+            .append("s", head, fence, input(&format!("a{n}")))
+            .await
+            .unwrap()
+            .seq;
+        head = j
+            .append("s", head, fence, input(&format!("b{n}")))
+            .await
+            .unwrap()
+            .seq;
+    }
+    assert_eq!(j.wal_syncs() - before, 20, "durable appends sync each");
+    assert_eq!(j.read("s", 1, 0).await.unwrap().len(), 40);
+}
+
+// Told at commit: the append returns before any sync, and a read of the record waits for it.
+#[tokio::test]
+async fn a_deferred_record_is_read_back_only_once_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_millis(300));
+    let fence = j.new_fence("s").await.unwrap();
+    let before = j.wal_syncs();
+    let records = j
+        .append_deferred("s", 0, Some(fence), vec![input("one"), input("two")])
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(j.wal_syncs(), before, "returned before the WAL sync");
+    let read = j.read("s", 1, 0).await.unwrap();
+    assert_eq!(read, records);
+    assert_eq!(j.wal_syncs(), before + 1, "the read waited for the sync");
+}
+
+// The CAS and the fence are checked at commit as for any append; a minting (fence-less)
+// deferred append opens an incarnation like append_batch_fencing.
+#[tokio::test]
+async fn deferred_appends_keep_the_cas_and_the_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_millis(2));
+    let opened = j
+        .append_deferred("s", 0, None, vec![input("open")])
+        .await
+        .unwrap();
+    let fence = opened[0].fence;
+    assert!(fence >= 1);
+    let stale = j
+        .append_deferred("s", 0, Some(fence), vec![input("x")])
+        .await;
+    assert!(stale.is_err(), "a stale cursor is refused");
+    let newer = j.new_fence("s").await.unwrap();
+    let fenced = j
+        .append_deferred("s", 1, Some(fence), vec![input("y")])
+        .await;
+    assert!(fenced.is_err(), "an old fence is refused");
+    j.append_deferred("s", 1, Some(newer), vec![input("z")])
+        .await
+        .unwrap();
+}
+
+// Closing the journal syncs what deferred appends left, without waiting out the delay: a reopen
+// reads them all.
+#[tokio::test]
+async fn a_clean_close_keeps_deferred_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = {
+        let j = open(&dir, Duration::from_secs(30));
+        let fence = j.new_fence("s").await.unwrap();
+        let records = j
+            .append_deferred("s", 0, Some(fence), vec![input("kept")])
+            .await
+            .unwrap();
+        let closing = std::time::Instant::now();
+        drop(j);
+        assert!(
+            closing.elapsed() < Duration::from_secs(10),
+            "close waited out the delay"
+        );
+        records
+    };
+    let j = open(&dir, Duration::from_millis(2));
+    assert_eq!(j.read("s", 1, 0).await.unwrap(), written);
+}
+
+// Several deferred batches in a row wait together for the durable append that ends them: one
+// sync for all, however many batches came before it.
+#[tokio::test]
+async fn consecutive_deferred_appends_wait_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_secs(30));
+    let fence = j.new_fence("s").await.unwrap();
+    let before = j.wal_syncs();
+    let mut head = 0;
+    for n in 0..5 {
+        head = j
+            .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
+            .await
+            .unwrap()[0]
+            .seq;
+        // Give journal-sync time to take each batch on its own.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    j.append("s", head, fence, input("end")).await.unwrap();
+    assert_eq!(j.wal_syncs() - before, 1);
+}
