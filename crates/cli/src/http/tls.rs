@@ -88,6 +88,15 @@ pub struct TlsListener {
     handshakes: JoinSet<Option<(TlsStream<TcpStream>, TlsPeer)>>,
 }
 
+impl std::fmt::Debug for TlsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsListener")
+            .field("tcp", &self.tcp)
+            .field("handshakes", &self.handshakes.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl TlsListener {
     /// One handshake, bounded in time; `None` when it fails (plaintext, no or a refused client
     /// certificate, a client that gave up).
