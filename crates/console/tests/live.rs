@@ -1,8 +1,8 @@
 //! The live records stream (`/api/v1/sessions/{uid}/events`) follows commits the way the Watch
 //! RPC does: after catching up it reads nothing until a record commits, then pushes it; it
 //! resumes after `Last-Event-ID`; it ends after the delete record; a caller who may not read
-//! the session gets a plain 404 and no stream. Served on 127.0.0.1 over a real SQLite journal,
-//! wrapped to count the reads the console causes.
+//! the session gets a plain 404 and no stream. Served on 127.0.0.1 over the in-memory journal
+//! (everything on the test's runtime), wrapped to count the reads the console causes.
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -22,7 +22,7 @@ use agentsessions_console::{CSRF_HEADER, Console, router};
 use agentsessions_harnesses::EchoHarness;
 use agentsessions_journal::{
     ApprovalPage, ApprovalsQuery, HarnessRow, HeadFollow, Journal, ListQuery, LogRecord,
-    RegisterOutcome, SessionInfo, SessionPage, SessionRow, SqliteJournal,
+    MemoryJournal, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
 };
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, SessionsService};
@@ -41,7 +41,7 @@ const SECRET: &[u8] = b"live-test-secret-of-more-than-32-bytes!!";
 /// can tell a follower that waits for commits from one that polls.
 #[derive(Debug)]
 struct CountingReads {
-    inner: SqliteJournal,
+    inner: MemoryJournal,
     reads: AtomicU64,
 }
 
@@ -188,7 +188,6 @@ struct Served {
     service: SessionsService,
     journal: Arc<CountingReads>,
     http: reqwest::Client,
-    _dir: tempfile::TempDir,
 }
 
 fn token(subject: &str) -> String {
@@ -208,9 +207,8 @@ fn token(subject: &str) -> String {
 /// A console over a fresh service on the counting journal; with `policy`, bearer tokens
 /// authenticate callers and the policy decides.
 async fn serve(policy: Option<Arc<dyn Authorizer>>) -> Served {
-    let dir = tempfile::tempdir().unwrap();
     let journal = Arc::new(CountingReads {
-        inner: SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
+        inner: MemoryJournal::new(),
         reads: AtomicU64::new(0),
     });
     let mut builder = ServerBuilder::new(
@@ -248,7 +246,6 @@ async fn serve(policy: Option<Arc<dyn Authorizer>>) -> Served {
         service,
         journal,
         http: reqwest::Client::new(),
-        _dir: dir,
     }
 }
 
@@ -350,10 +347,15 @@ async fn the_stream_reads_nothing_while_idle_and_pushes_each_commit_then_ends_on
     seen.until(&mut stream, &format!("id: {head}\n")).await;
     assert_eq!(seen.seqs(), (1..=head).collect::<Vec<_>>());
 
-    // Idle: give a poller several periods to show itself.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Idle for a minute of paused time (it passes at once, every timer firing on the way; the
+    // server runs on this runtime): a poller would have read the journal hundreds of times.
+    tokio::time::pause();
+    // Paused time moves only once every task waits, so what the catch-up still had to do is
+    // done by the end of this second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_from = served.journal.reads();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::resume();
     assert_eq!(
         served.journal.reads(),
         idle_from,
