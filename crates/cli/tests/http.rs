@@ -3,7 +3,7 @@
 //! serves TLS (`[auth.tls]`), the HTTP listener serves HTTPS with the same settings: an mTLS
 //! caller (certificates made in the test with rcgen) reads and approves in the console's API as
 //! the identity its certificate names, exactly as over gRPC; without a client certificate, or in
-//! plaintext, it is refused; bearer tokens work over HTTPS too.
+//! plaintext, it is refused; bearer tokens work over HTTPS too, beside optional certificates.
 
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
@@ -166,9 +166,11 @@ fn tls_daemon(dir: &Path, config: &str) -> Daemon {
     Daemon::spawn(command, false)
 }
 
-/// An HTTPS client trusting `ca`, presenting `identity` (certificate and key PEM) when given.
+/// An HTTPS client trusting `ca`, presenting `identity` (certificate and key PEM) when given;
+/// a request waits at most 5 s (less than a TLS handshake may take).
 fn https_client(ca: &Ca, identity: Option<&str>) -> reqwest::Client {
     let mut builder = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
         .tls_certs_only([reqwest::Certificate::from_pem(ca.pem.as_bytes()).unwrap()]);
     if let Some(identity) = identity {
         builder = builder.identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap());
@@ -318,7 +320,7 @@ async fn https_with_client_certificates_reads_and_approves_as_the_certificate_na
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn https_without_client_certificates_takes_bearer_tokens() {
+async fn https_with_optional_client_certificates_takes_bearer_tokens_too() {
     const ISSUER: &str = "https://idp.http.test";
     const AUDIENCE: &str = "agentsessions-http";
     const SECRET: &str = "http-tls-test-secret-of-more-than-32-bytes";
@@ -329,9 +331,11 @@ async fn https_without_client_certificates_takes_bearer_tokens() {
     write(d, "server.pem", &server);
     write(d, "server.key", &server);
     write(d, "hmac.key", SECRET);
+    write(d, "ca.pem", &ca.pem);
     let config = format!(
         "journal = \"agents.db\"\n\
-         [auth.tls]\ncert = \"server.pem\"\nkey = \"server.key\"\n\
+         [auth.tls]\ncert = \"server.pem\"\nkey = \"server.key\"\nclient_ca = \"ca.pem\"\n\
+         client_auth = \"optional\"\nclient_issuer = \"{CLIENT_ISSUER}\"\n\
          [auth.jwt]\nissuers = [\"{ISSUER}\"]\naudience = \"{AUDIENCE}\"\n\
          [[auth.jwt.hmac_keys]]\nsecret_file = \"hmac.key\"\n\
          [auth.authorization]\npolicy = \"owner\"\n"
@@ -348,6 +352,8 @@ async fn https_without_client_certificates_takes_bearer_tokens() {
         &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
     )
     .unwrap();
+    // A client that connects and never starts its handshake holds up nobody else.
+    let _stalled = TcpStream::connect(&daemon.http).unwrap();
     let client = https_client(&ca, None);
     let url = format!("https://{}/api/v1/me", daemon.http);
     let me = client
@@ -364,6 +370,11 @@ async fn https_without_client_certificates_takes_bearer_tokens() {
     assert_eq!(me["issuer"], ISSUER);
     let anonymous = client.get(&url).send().await.unwrap();
     assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
+    // A certificate, when one is presented, is its caller.
+    let (status, me) = get_json(&https_client(&ca, Some(&ca.client(ALICE))), &url).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{me}");
+    assert_eq!(me["subject"], ALICE);
+    assert_eq!(me["issuer"], CLIENT_ISSUER);
     let healthz = client
         .get(format!("https://{}/healthz", daemon.http))
         .send()
