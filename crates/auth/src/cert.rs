@@ -98,6 +98,12 @@ impl ClientCertIdentifier {
         })
     }
 
+    /// The CAs this identifier trusts, for a TLS listener's client verifier to accept exactly
+    /// the certificates [`ClientCertIdentifier::identify`] can identify.
+    pub(crate) fn anchors(&self) -> &[TrustAnchor<'static>] {
+        &self.anchors
+    }
+
     /// The identity for `chain` (end-entity certificate first, then any intermediates the client
     /// sent, as `tonic::Request::peer_certs` returns them), verified now.
     ///

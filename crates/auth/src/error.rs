@@ -77,6 +77,14 @@ pub enum AuthError {
         /// rustls's reason.
         source: rustls::Error,
     },
+    /// rustls cannot verify client certificates against the client CA bundle.
+    #[error("cannot verify client certificates with the CAs in {path}: {source}")]
+    InvalidClientVerifier {
+        /// The client CA bundle.
+        path: PathBuf,
+        /// rustls's reason.
+        source: rustls::server::VerifierBuilderError,
+    },
     /// A JWKS file is not a JSON object with a `keys` array.
     #[error("invalid JWKS in {path}: {source}")]
     InvalidJwks {
@@ -259,6 +267,7 @@ impl AuthError {
             | Self::InvalidCaCertificate { .. }
             | Self::AmbiguousCa { .. }
             | Self::InvalidServerIdentity { .. }
+            | Self::InvalidClientVerifier { .. }
             | Self::InvalidJwks { .. }
             | Self::NoUsableJwk { .. }
             | Self::InvalidJwtKey { .. }

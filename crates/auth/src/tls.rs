@@ -167,6 +167,71 @@ impl TlsSettings {
         Ok(config)
     }
 
+    /// Loads and checks the files and returns a rustls server configuration with the same
+    /// identity, client CAs and client-certificate mode as [`TlsSettings::server_tls_config`],
+    /// for listeners that are not tonic's (the daemon's HTTP listener), advertising `alpn`.
+    /// The chain a client presents is verified in the handshake; callers are then identified
+    /// from it with [`TlsSettings::client_identifier`], as gRPC identifies them.
+    ///
+    /// # Errors
+    ///
+    /// As [`TlsSettings::server_tls_config`], and [`AuthError::InvalidClientVerifier`] when
+    /// rustls cannot verify clients with the client CA bundle.
+    pub fn rustls_server_config(&self, alpn: &[&[u8]]) -> Result<rustls::ServerConfig> {
+        self.validate()?;
+        let provider = Arc::new(crypto_provider().clone());
+        let cert_pem = pem::read(&self.cert)?;
+        let key_pem = pem::read(&self.key)?;
+        let chain = pem::certificates(&self.cert, &cert_pem)?;
+        let key = pem::private_key(&self.key, &key_pem)?;
+        let invalid_identity = |source| AuthError::InvalidServerIdentity {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            source,
+        };
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(invalid_identity)?;
+        let builder = match &self.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let ca_pem = pem::read(path)?;
+                let identifier =
+                    ClientCertIdentifier::from_pem(path, &ca_pem, self.client_issuer.as_deref())?;
+                let roots = rustls::RootCertStore {
+                    roots: identifier.anchors().to_vec(),
+                };
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                );
+                let verifier = if self.client_auth() == ClientAuth::Optional {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier =
+                    verifier
+                        .build()
+                        .map_err(|source| AuthError::InvalidClientVerifier {
+                            path: path.clone(),
+                            source,
+                        })?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
+            .with_single_cert(chain, key)
+            .map_err(invalid_identity)?;
+        config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+        Ok(config)
+    }
+
+    /// Seconds a TLS handshake may take before the connection is dropped.
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_secs(self.handshake_timeout_secs.unwrap_or(10))
+    }
+
     /// The identifier for callers presenting a certificate from `client_ca`, or `None` without
     /// mTLS.
     ///

@@ -58,6 +58,14 @@ fn full_example_parses_and_loads() {
     );
     assert_eq!(config.jwt.as_ref().unwrap().leeway_secs, 30);
     config.server_tls_config().unwrap().unwrap();
+    // The same settings for a listener that is not tonic's (the daemon's HTTP listener).
+    let rustls = config
+        .tls
+        .as_ref()
+        .unwrap()
+        .rustls_server_config(&[b"http/1.1"])
+        .unwrap();
+    assert_eq!(rustls.alpn_protocols, vec![b"http/1.1".to_vec()]);
     let authenticator = config.authenticator().unwrap();
     assert!(authenticator.requires_authentication());
     assert!(authenticator.yields_identity());
@@ -213,6 +221,8 @@ fn file_errors_name_the_file() {
         ),
     ];
     for (settings, file) in cases {
+        let rustls = settings.rustls_server_config(&[]).unwrap_err();
+        assert!(rustls.to_string().contains(file), "{rustls}");
         let err = settings.server_tls_config().unwrap_err();
         assert!(err.to_string().contains(file), "{err}");
         let status = err.status();

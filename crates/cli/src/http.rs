@@ -1,6 +1,10 @@
 //! The daemon's HTTP listener (`--http-addr`, off unless set): one axum router for everything a
-//! person or a scraper reaches over plain HTTP. Each part is a router built where its job lives
-//! and merged here, in [`router`], so the listener, its shutdown and its address are set up once.
+//! person or a scraper reaches over HTTP. Each part is a router built where its job lives and
+//! merged here, in [`router`], so the listener, its shutdown and its address are set up once.
+//! When the daemon serves gRPC over TLS, this listener serves HTTPS with the same settings
+//! ([`tls`]), and a client certificate authenticates its requests as it does gRPC calls.
+
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -55,18 +59,34 @@ async fn healthz() -> &'static str {
 }
 
 /// Serves `router` on `listener` until `shutdown` completes; requests in flight then finish.
+/// With `tls`, connections are TLS and each request carries its connection's verified client
+/// certificate chain for authentication.
 ///
 /// # Errors
 /// Transport failures of the listener.
 pub async fn serve_http<F>(
     listener: TcpListener,
     router: Router,
+    tls: Option<tls::HttpTls>,
     shutdown: F,
 ) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    match tls {
+        None => {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        Some(tls) => {
+            let router = router.layer(axum::middleware::from_fn(tls::peer_certificates));
+            axum::serve(
+                tls.listen(listener),
+                router.into_make_service_with_connect_info::<tls::TlsPeer>(),
+            )
+            .with_graceful_shutdown(shutdown)
+            .await
+        }
+    }
 }

@@ -377,6 +377,10 @@ fn the_console_lists_sessions_follows_a_slow_turn_live_and_draws_the_fork_tree()
         "the state after the turn",
         "return document.getElementById('exec-state').textContent === 'COMPLETED';",
     );
+    browser.wait(
+        "the chain verified up to the last record",
+        "return document.getElementById('chain-status').textContent.includes(' ' + document.querySelectorAll('#records tr.record').length + ' records');",
+    );
     browser.screenshot("console-timeline.png");
 
     // Forks: the tree shows the children under their parent, and navigates.
@@ -492,6 +496,26 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
         "1",
         "a denied tool never runs"
     );
+
+    // A session in another project: its page finds its approval all the same.
+    let out = daemon.ok(&[
+        "--project",
+        "elsewhere",
+        "exec",
+        "--harness",
+        "chat",
+        "/tool fixture__count {}",
+    ]);
+    let elsewhere = session_of(&out);
+    browser.goto(&format!("http://{http}/#/sessions/{elsewhere}"));
+    browser.wait(
+        "the other project's approval panel",
+        &has("#approval button.approve"),
+    );
+    browser.click("#approval button.approve");
+    browser.wait("its approved turn's end", &has(&row("END")));
+    browser.goto(&format!("http://{http}/#/approvals?project=elsewhere"));
+    browser.wait("its project's empty queue", &has("#no-approvals"));
 
     // Markup in an input, in a tool's arguments and in the model's answer shows as text.
     let payload = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";

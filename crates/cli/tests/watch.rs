@@ -1,7 +1,9 @@
 //! `agentctl watch` against real daemons on 127.0.0.1: it follows a running turn's records as
 //! they commit, from a seq, and ends when the session is deleted; with two daemons on one
 //! Postgres journal, a turn on one is watched from the other; an interrupted `agentctl exec`
-//! prints the exact `agentctl watch` command that reattaches.
+//! prints the exact `agentctl watch` command that reattaches. The console's live stream
+//! (`/api/v1/sessions/{uid}/events`) is the same Watch: served by the other daemon, it shows the
+//! turn's records as they commit and ends after the delete record.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod common;
@@ -47,11 +49,16 @@ impl Drop for Schema {
 }
 
 fn daemon(journal: &[&str], model: &CountingEndpoint) -> Daemon {
+    daemon_with(journal, model, &[])
+}
+
+fn daemon_with(journal: &[&str], model: &CountingEndpoint, extra: &[&str]) -> Daemon {
     let mut command = Daemon::command();
     command
         .args(["--addr", "127.0.0.1:0", "--journal"])
         .args(journal)
         .args(["--model", "test-model", "--model-base-url", &model.base_url])
+        .args(extra)
         .stderr(Stdio::null());
     Daemon::spawn(command, false)
 }
@@ -262,4 +269,88 @@ async fn an_interrupted_exec_prints_the_command_that_reattaches() {
     model.release_held();
     let lines = reattached.until("OUTPUT");
     assert!(lines[0].contains(&format!("seq={from:04}")), "{lines:#?}");
+}
+
+/// Server-Sent Events read so far from one response.
+struct Events {
+    response: reqwest::Response,
+    text: String,
+}
+
+impl Events {
+    /// Reads until `needle` has arrived (the whole text so far then), failing after a while.
+    async fn until(&mut self, needle: &str) -> &str {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !self.text.contains(needle) {
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no {needle:?} in {}", self.text))
+                .unwrap()
+                .unwrap_or_else(|| panic!("stream ended before {needle:?}: {}", self.text));
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        &self.text
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_of_one_daemon_streams_a_turn_run_on_another_on_the_same_postgres_journal() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let schema = Schema(format!("e2e_console_{}_{nanos}", std::process::id()));
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 1).await;
+    let url = pg_url();
+    let journal = [url.as_str(), "--journal-schema", schema.0.as_str()];
+    let runner = daemon(&journal, &model);
+    let watcher = daemon_with(&journal, &model, &["--http-addr", "127.0.0.1:0"]);
+    let mut client = Client::dial(&runner.addr).unwrap();
+    let session = client
+        .create("watched", "chat", "test-model")
+        .await
+        .unwrap();
+    let uid = uid_of(&session).to_owned();
+    let response = reqwest::Client::new()
+        .get(format!(
+            "http://{}/api/v1/sessions/{uid}/events",
+            watcher.http
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let mut events = Events {
+        response,
+        text: String::new(),
+    };
+    let mut turn_client = client.clone();
+    let turn_uid = uid.clone();
+    let turn = tokio::spawn(async move {
+        turn_client
+            .exec(ExecOptions::new("watch me").on(turn_uid), |_| {})
+            .await
+    });
+    wait_for_model(&model, 1).await;
+    // The turn waits for its model on the runner: what it committed is already on the stream.
+    let seen = events.until("EVENT_INPUT").await;
+    assert!(!seen.contains("EVENT_OUTPUT"), "{seen}");
+    model.release_held();
+    events.until("EVENT_END").await;
+    turn.await.unwrap().unwrap();
+    client.delete(&uid).await.unwrap();
+    let seen = events.until("event: end").await.to_owned();
+    assert!(seen.contains("LIFECYCLE_DELETE"), "{seen}");
+    let head = client.get(&uid).await.unwrap().last_seq;
+    let seqs: Vec<i64> = seen
+        .lines()
+        .filter_map(|line| line.strip_prefix("id: "))
+        .map(|seq| seq.parse().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=head).collect::<Vec<_>>(), "{seen}");
+    let rest = tokio::time::timeout(PATIENCE, events.response.chunk())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(rest.is_none(), "the stream went on after the end");
 }

@@ -279,15 +279,36 @@
     }
   }
 
-  async function approvalsView() {
+  async function approvalsView(params) {
     const root = clear(view());
-    append(root, [el("h1", {}, "Pending approvals")]);
-    const data = await api("GET", "/approvals");
-    if (!data.approvals.length) {
-      root.appendChild(el("p", { class: "muted", id: "no-approvals" }, "Nothing waits for a decision."));
-      return;
+    const project = params.get("project") || "";
+    const form = el("form", { class: "filters", id: "approval-filters" },
+      el("input", { name: "project", placeholder: "project", value: project }),
+      el("button", { type: "submit" }, "Filter"));
+    form.addEventListener("submit", ev => {
+      ev.preventDefault();
+      const value = new FormData(form).get("project");
+      location.hash = "#/approvals" + (value ? "?project=" + enc(value) : "");
+    });
+    const list = el("div", { id: "approval-list" });
+    const pager = el("div", { class: "actions" });
+    append(root, [el("h1", {}, "Pending approvals"), form, list, pager]);
+    // Every page, one after the other on request, so no approval is out of reach.
+    async function more(token) {
+      clear(pager);
+      const query = new URLSearchParams();
+      if (project) query.set("project", project);
+      if (token) query.set("page_token", token);
+      const data = await api("GET", "/approvals?" + query.toString());
+      for (const a of data.approvals) list.appendChild(approvalPanel(a, () => approvalsView(params)));
+      if (!list.children.length) {
+        list.appendChild(el("p", { class: "muted", id: "no-approvals" }, "Nothing waits for a decision."));
+      }
+      if (data.next_page_token) {
+        pager.appendChild(el("button", { id: "more-approvals", on: { click: () => more(data.next_page_token).catch(err => showError(err.message)) } }, "More →"));
+      }
     }
-    for (const a of data.approvals) root.appendChild(approvalPanel(a, () => approvalsView()));
+    await more("");
   }
 
   // One pending approval with the tool, its arguments and the reason; buttons when the viewer may
@@ -414,7 +435,7 @@
     async function drawApproval() {
       clear(approval);
       if (!session.pending_approval) return;
-      const data = await api("GET", "/approvals");
+      const data = await api("GET", "/approvals?session=" + enc(uid));
       const pending = data.approvals.find(a => a.session_uid === uid);
       if (pending) approval.appendChild(approvalPanel(pending, refresh));
     }
@@ -503,7 +524,8 @@
         const shown = await sessionView(uid);
         if (shown) current = shown;
       } else if (hash.startsWith("#/approvals")) {
-        await approvalsView();
+        const q = hash.indexOf("?");
+        await approvalsView(new URLSearchParams(q >= 0 ? hash.slice(q + 1) : ""));
       } else {
         const q = hash.indexOf("?");
         await sessionsView(new URLSearchParams(q >= 0 ? hash.slice(q + 1) : ""));

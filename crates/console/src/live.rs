@@ -2,6 +2,15 @@
 //! `from` (default 1) and then each new one as it commits, until the session is deleted (after
 //! its delete record), the client goes away or the console stops.
 //!
+//! The events come from the Sessions service's Watch RPC with the verified caller, so the
+//! console follows commits exactly as `agentctl watch` does: authorized as a read, woken by the
+//! journal's commit feed (on a shared Postgres journal also by other hosts' commits, through
+//! LISTEN/NOTIFY), never by polling, and ended after the delete record.
+//!
+//! ```text
+//!  Watch(caller, from) ──records──▶ follower task ──[ EVENT_BUFFER ]──▶ SSE response
+//! ```
+//!
 //! Events: `record` (data: the record's JSON, id: its seq), `end` (the session was deleted),
 //! `error` (data: the API's error JSON; the stream then ends). A reconnecting `EventSource` sends
 //! `Last-Event-ID`, which resumes after that seq.
@@ -10,7 +19,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsessions_server::streams::WatchStream;
 use agentsessions_wire::pb;
+use agentsessions_wire::pb::sessions_server::Sessions as _;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -18,19 +29,17 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::mpsc;
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::caller::Caller;
 use crate::console::Console;
 use crate::error::{ConsoleError, Result};
 use crate::render::RecordJson;
-use crate::request::query;
-use crate::sessions::{read_session, replay};
+use crate::request::{on_session, query};
 
 /// Events buffered per stream before the follower waits for the client.
 const EVENT_BUFFER: usize = 64;
-/// Records read per step while catching up.
-const STEP: i64 = 500;
 
 /// `GET /api/v1/sessions/{uid}/events` query.
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +47,8 @@ const STEP: i64 = 500;
 pub(crate) struct EventParams {
     from: i64,
 }
+
+type EventSender = mpsc::Sender<std::result::Result<Event, Infallible>>;
 
 pub(crate) async fn events(
     State(console): State<Arc<Console>>,
@@ -58,16 +69,26 @@ pub(crate) async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i64>().ok())
-        .map(|seq| seq + 1);
+        .map(|seq| seq.saturating_add(1));
     let from = resumed.unwrap_or(params.from).max(1);
-    // Refused or missing sessions are answered before the stream opens.
-    read_session(&console, &caller, &uid).await?;
-    let (tx, rx) = mpsc::channel::<std::result::Result<Event, Infallible>>(EVENT_BUFFER);
+    // Refused or missing sessions are answered before the stream opens, as not found to a
+    // caller who may not read the session.
+    let watch = match console
+        .service
+        .watch(caller.request(pb::WatchRequest {
+            session: uid.clone(),
+            from_seq: from,
+        }))
+        .await
+    {
+        Ok(response) => response.into_inner(),
+        Err(status) => return Err(on_session(&console, &caller, &uid, status).await),
+    };
+    let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let stop = console.stop.clone();
-    let tasks = console.tasks.clone();
-    tasks.spawn(async move {
+    console.tasks.spawn(async move {
         tokio::select! {
-            () = follow(&console, &caller, &uid, from, &tx) => {}
+            () = forward(watch, &uid, &tx) => {}
             () = stop.cancelled() => {}
             () = tx.closed() => {}
         }
@@ -77,53 +98,23 @@ pub(crate) async fn events(
         .into_response())
 }
 
-/// Whether `record` marks the session deleted.
-fn is_delete(record: &pb::LogRecord) -> bool {
-    record.event.as_ref().is_some_and(|event| {
-        matches!(&event.body, Some(pb::event::Body::Lifecycle(l)) if l.kind == pb::lifecycle::Kind::LifecycleDelete as i32)
-    })
-}
-
-async fn follow(
-    console: &Console,
-    caller: &Caller,
-    uid: &str,
-    mut next: i64,
-    tx: &mpsc::Sender<std::result::Result<Event, Infallible>>,
-) {
-    loop {
-        let head = match read_session(console, caller, uid).await {
-            Ok(session) => session.last_seq,
-            Err(err) => {
-                let _ignored = tx.send(Ok(error_event(&err))).await;
+/// Turns the Watch's records into events. The Watch ends OK only once the session is deleted
+/// (after its delete record), which the client learns as `end`; a failed Watch ends with
+/// `error`.
+async fn forward(mut watch: WatchStream, uid: &str, tx: &EventSender) {
+    while let Some(next) = watch.next().await {
+        let event = match next {
+            Ok(record) => record_event(&record),
+            Err(status) => {
+                let _ignored = tx.send(Ok(error_event(&ConsoleError::Rpc(status)))).await;
                 return;
             }
         };
-        while next <= head {
-            let to = head.min(next + STEP - 1);
-            let records = match replay(console, caller, uid, next, to).await {
-                Ok(records) => records,
-                Err(err) => {
-                    let _ignored = tx.send(Ok(error_event(&err))).await;
-                    return;
-                }
-            };
-            if records.is_empty() {
-                break;
-            }
-            for record in &records {
-                next = record.seq + 1;
-                if tx.send(Ok(record_event(record))).await.is_err() {
-                    return;
-                }
-                if is_delete(record) {
-                    let _ignored = tx.send(Ok(Event::default().event("end").data(uid))).await;
-                    return;
-                }
-            }
+        if tx.send(Ok(event)).await.is_err() {
+            return;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    let _ignored = tx.send(Ok(Event::default().event("end").data(uid))).await;
 }
 
 fn record_event(record: &pb::LogRecord) -> Event {

@@ -865,6 +865,97 @@ async fn approvals_are_listed_and_decided_and_the_turn_resumes() {
     );
 }
 
+// A session's page asks for that session's approvals: found in the session's own project and
+// however many others wait; the queue itself pages; a hidden session is a plain 404.
+#[tokio::test]
+async fn approvals_of_one_session_are_found_in_its_project_and_the_queue_pages() {
+    let served = serve(None, Vec::new()).await;
+    let made = served
+        .post(
+            "/api/v1/sessions",
+            "",
+            json!({"harness": "gated", "project": "elsewhere"}),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.text);
+    let elsewhere = made.json["session"]["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    served.exec(&elsewhere, None, "pay").await;
+    let mut here = Vec::new();
+    for _ in 0..3 {
+        let uid = served.create("", "", "gated").await;
+        served.exec(&uid, None, "pay").await;
+        here.push(uid);
+    }
+    let idle = served.create("", "", "echo").await;
+
+    // The default project's queue does not hold it; the session's own does.
+    let default = served.get("/api/v1/approvals", "").await;
+    let sessions: Vec<&str> = default.json["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["session_uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 3, "{}", default.text);
+    assert!(!sessions.contains(&elsewhere.as_str()));
+    let own = served
+        .get(&format!("/api/v1/approvals?session={elsewhere}"), "")
+        .await;
+    assert_eq!(own.status, StatusCode::OK, "{}", own.text);
+    let list = own.json["approvals"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{}", own.text);
+    assert_eq!(list[0]["session_uid"], elsewhere.as_str());
+    assert_eq!(list[0]["project"], "elsewhere");
+    assert_eq!(list[0]["tool"], "charge");
+    assert_eq!(list[0]["can_decide"], true);
+    assert_eq!(own.json["next_page_token"], "");
+    let last = served
+        .get(&format!("/api/v1/approvals?session={}", here[2]), "")
+        .await;
+    let list = last.json["approvals"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{}", last.text);
+    assert_eq!(list[0]["session_uid"], here[2].as_str());
+    let none = served
+        .get(&format!("/api/v1/approvals?session={idle}"), "")
+        .await;
+    assert_eq!(none.status, StatusCode::OK);
+    assert!(none.json["approvals"].as_array().unwrap().is_empty());
+    let missing = served
+        .get(
+            "/api/v1/approvals?session=sess-000000000000000000000000",
+            "",
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.text);
+
+    // The queue pages: two and then one, each approval once.
+    let first = served.get("/api/v1/approvals?page_size=2", "").await;
+    assert_eq!(first.json["approvals"].as_array().unwrap().len(), 2);
+    let token = first.json["next_page_token"].as_str().unwrap();
+    assert!(!token.is_empty(), "{}", first.text);
+    let second = served
+        .get(
+            &format!("/api/v1/approvals?page_size=2&page_token={token}"),
+            "",
+        )
+        .await;
+    assert_eq!(second.json["approvals"].as_array().unwrap().len(), 1);
+    assert_eq!(second.json["next_page_token"], "");
+    let mut paged: Vec<String> = first.json["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second.json["approvals"].as_array().unwrap())
+        .map(|a| a["session_uid"].as_str().unwrap().to_owned())
+        .collect();
+    paged.sort();
+    here.sort();
+    assert_eq!(paged, here);
+}
+
 #[tokio::test]
 async fn events_stream_the_records_then_new_commits_then_the_deletion() {
     let served = serve(None, Vec::new()).await;
@@ -1006,6 +1097,16 @@ async fn under_a_policy_callers_see_and_change_only_what_they_may() {
         .get(&format!("/api/v1/sessions?q={SECRET_NAME}"), "bob")
         .await;
     assert!(uids(&searched.json).is_empty());
+    let hers_to_bob = served
+        .get(&format!("/api/v1/approvals?session={secret}"), "bob")
+        .await;
+    assert_eq!(
+        hers_to_bob.status,
+        StatusCode::NOT_FOUND,
+        "{}",
+        hers_to_bob.text
+    );
+    assert!(!hers_to_bob.text.contains(SECRET_NAME));
     let bobs_approvals = served.get("/api/v1/approvals", "bob").await;
     let list = bobs_approvals.json["approvals"].as_array().unwrap();
     assert_eq!(list.len(), 1, "{}", bobs_approvals.text);

@@ -415,10 +415,19 @@ async fn run(config: HostConfig) -> anyhow::Result<()> {
     {
         anyhow::bail!("--http-addr {http} must not share the Sessions or registry port");
     }
+    // The HTTP listener serves TLS whenever gRPC does, with the same settings.
+    let http_tls = match (&http_addr, &config.auth.tls) {
+        (Some(_), Some(tls)) => Some(
+            agentsessions_cli::http::tls::HttpTls::from_settings(tls)
+                .context("[auth.tls] for the HTTP listener")?,
+        ),
+        _ => None,
+    };
     let listeners = Listeners {
         addr,
         registry_addr,
         http_addr,
+        http_tls,
         options: serve_options,
     };
     let served = serve(config, journal, mcp.clone(), identity, listeners).await;
@@ -434,6 +443,7 @@ struct Listeners {
     addr: SocketAddr,
     registry_addr: Option<SocketAddr>,
     http_addr: Option<SocketAddr>,
+    http_tls: Option<agentsessions_cli::http::tls::HttpTls>,
     options: agentsessions_server::ServeOptions,
 }
 
@@ -449,6 +459,7 @@ async fn serve(
         addr,
         registry_addr,
         http_addr,
+        http_tls,
         options: serve_options,
     } = listeners;
     let health = serve_options.health.clone();
@@ -514,7 +525,7 @@ async fn serve(
             .await
             .with_context(|| format!("cannot listen on {http_addr}"))?;
         let http_local = http.local_addr().context("reading the HTTP address")?;
-        tracing::info!(component = "http", address = %http_local, "HTTP listening");
+        tracing::info!(component = "http", address = %http_local, tls = http_tls.is_some(), "HTTP listening");
         http_bound = Some(http_local);
         let router = agentsessions_cli::http::router(agentsessions_cli::http::HttpParts {
             service: assembled.service.clone(),
@@ -528,7 +539,7 @@ async fn serve(
         });
         let until = stopped(stopping.clone());
         tasks.spawn(async move {
-            let served = agentsessions_cli::http::serve_http(http, router, until)
+            let served = agentsessions_cli::http::serve_http(http, router, http_tls, until)
                 .await
                 .context("HTTP listener");
             (Task::Http, served)
