@@ -8,7 +8,7 @@
 //! 2. one session × 10,000 turns (`BENCH_LONG_TURNS`): first 10 % against last 10 %, then a
 //!    Suspend and a Resume of that session;
 //! 3. 64 sessions × 50 turns at once: aggregate turns/s;
-//! 4. reading a 1,000-turn session back (Replay stream, and GetSession);
+//! 4. reading a 1,000-turn session back (Replay stream, ReadRecords pages, and GetSession);
 //! 5. fork at turn 500 of a 1,000-turn session into 16 children: one call per child, and all 16
 //!    in one call.
 //!
@@ -252,6 +252,17 @@ fn main() {
                     &format!("4. read a 1,000-turn session ({count} records), Replay"),
                     &reads,
                     reads.iter().sum(),
+                );
+                let mut pages = Vec::new();
+                for _ in 0..20 {
+                    let begun = Instant::now();
+                    count = c.read_records(&uid, 0, 0).await.unwrap().len();
+                    pages.push(begun.elapsed());
+                }
+                report(
+                    &format!("4. read a 1,000-turn session ({count} records), ReadRecords"),
+                    &pages,
+                    pages.iter().sum(),
                 );
                 let mut gets = Vec::new();
                 for _ in 0..200 {

@@ -21,7 +21,7 @@ use tonic::Request;
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
-use crate::record_page::RecordPage;
+use crate::record_page::{RecordPage, seq_range};
 use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
 use crate::requests::{
     ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid, WatchOrder,
@@ -392,13 +392,20 @@ impl Inner {
                 Err(e) => return Err(e),
             }
         }
-        let head = self.journal.head(&req.session).await?;
+        // From the records this host keeps of the session (validated against the journal's
+        // head by one tail read), so a page costs its encoding, not a read and decode of it.
+        let state = self
+            .placer
+            .states()
+            .current(self.journal.as_ref(), &req.session)
+            .await?;
+        let head = state.head();
         let range = RecordPage::of(&req, head)?;
         let records = match range.last() {
-            Some(last) => self.journal.read(&req.session, range.from, last).await?,
-            None => Vec::new(),
+            Some(last) => seq_range(state.records(), range.from, last),
+            None => &[],
         };
-        Ok(range.answer(&records, head))
+        Ok(range.answer(records, head))
     }
 
     /// Opens a Watch: authorizes it as a read, subscribes to the session's commits, and streams
