@@ -244,10 +244,12 @@ impl MicrovmRuntime {
         let name = &name;
         let started = Instant::now();
         let run_dir = self.shared.store.run_dir();
-        let (verified, vm) = tokio::join!(
-            self.shared.store.verify(name, &meta),
-            Vm::restore(&meta.launch, run_dir, session, &file)
-        );
+        let verify = async {
+            let verified = self.shared.store.verify(name, &meta).await;
+            (verified, started.elapsed())
+        };
+        let ((verified, verify_time), vm) =
+            tokio::join!(verify, Vm::restore(&meta.launch, run_dir, session, &file));
         let vm = match (verified, vm) {
             (Ok(()), Ok(vm)) => vm,
             (Err(err), vm) => {
@@ -274,6 +276,7 @@ impl MicrovmRuntime {
             session_uid = session,
             snapshot = %name.id,
             instance = %live.instance,
+            verify_millis = verify_time.as_millis(),
             millis = started.elapsed().as_millis(),
             "VM restored"
         );
@@ -376,20 +379,26 @@ impl MicrovmRuntime {
             SnapshotKind::External => {
                 let started = Instant::now();
                 let (name, tmp) = self.shared.store.begin(session)?;
-                if let Err(err) = live.vm.save(&tmp).await {
-                    let _ = std::fs::remove_file(&tmp);
-                    // The guest is stopped but intact: run it on, the session keeps its VM.
-                    if let Err(cont) = live.vm.resume().await {
-                        tracing::warn!(session_uid = session, error = %cont, "cannot run the VM again");
+                let checksum = match live.vm.save(&tmp).await {
+                    Ok(checksum) => checksum,
+                    Err(err) => {
+                        let _ = std::fs::remove_file(&tmp);
+                        // The guest is stopped but intact: run it on, the session keeps its VM.
+                        if let Err(cont) = live.vm.resume().await {
+                            tracing::warn!(session_uid = session, error = %cont, "cannot run the VM again");
+                        }
+                        return Err(err);
                     }
-                    return Err(err);
-                }
+                };
                 let saved = started.elapsed();
-                let meta = self
-                    .shared
-                    .store
-                    .commit(&name, tmp, &live.instance, &live.launch)
-                    .await?;
+                let meta = self.shared.store.commit(
+                    &name,
+                    &tmp,
+                    checksum,
+                    &live.instance,
+                    &live.launch,
+                )?;
+                let committed = started.elapsed();
                 if let Some(done) = slot.live.take() {
                     done.vm.kill().await;
                 }
@@ -398,6 +407,7 @@ impl MicrovmRuntime {
                     snapshot = %name.id,
                     bytes = meta.bytes,
                     save_millis = saved.as_millis(),
+                    commit_millis = committed.as_millis(),
                     millis = started.elapsed().as_millis(),
                     "VM snapshotted"
                 );

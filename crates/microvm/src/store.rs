@@ -14,7 +14,7 @@
 //! (the memory then moves on, and the file would only restore the past); whatever the session
 //! does not hold is deleted right away, and Stop deletes the session's directory.
 
-use std::io::Read as _;
+use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -111,6 +111,28 @@ fn remove_if_there(path: &Path) -> Result<()> {
     }
 }
 
+/// Copies `from` to a new file at `to`, hashing on the way; the file is synced before this
+/// returns. The sha256 (hex) and the size.
+pub(crate) fn copy_hashing(mut from: impl Read, to: &Path) -> std::io::Result<(String, u64)> {
+    let mut file = std::fs::File::create(to)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0_u8; 1 << 20];
+    let mut bytes = 0_u64;
+    loop {
+        let read = match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        hasher.update(&buffer[..read]);
+        file.write_all(&buffer[..read])?;
+        bytes += read as u64;
+    }
+    file.sync_all()?;
+    Ok((hex::encode(hasher.finalize()), bytes))
+}
+
 /// The sha256 of a file's contents, in hex.
 pub(crate) fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
     let mut file = std::fs::File::open(path)?;
@@ -180,26 +202,18 @@ impl Store {
         Ok((name, tmp))
     }
 
-    /// Publishes a state file written to `tmp`: checksum, metadata, rename, then the session
-    /// holds it and every other snapshot of the session is deleted.
-    pub(crate) async fn commit(
+    /// Publishes a state file written (and synced) to `tmp` with its checksum `sha256` and size
+    /// `bytes`: metadata, rename, then the session holds it and every other snapshot of the
+    /// session is deleted.
+    pub(crate) fn commit(
         &self,
         name: &SnapshotName,
-        tmp: PathBuf,
+        tmp: &Path,
+        (sha256, bytes): (String, u64),
         instance: &str,
         launch: &Launch,
     ) -> Result<Meta> {
         let state = self.state_path(name)?;
-        let hashed = tmp.clone();
-        let (sha256, bytes) = tokio::task::spawn_blocking(move || {
-            sync_file(&hashed)?;
-            sha256_file(&hashed).map_err(MicrovmError::store(&hashed))
-        })
-        .await
-        .map_err(|e| MicrovmError::Store {
-            path: tmp.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
         let meta = Meta {
             session: name.session.clone(),
             snapshot: name.id.clone(),
@@ -218,7 +232,7 @@ impl Store {
             source: std::io::Error::other(e),
         })?;
         write_atomically(&state.with_extension("json"), &json)?;
-        std::fs::rename(&tmp, &state).map_err(MicrovmError::store(&state))?;
+        std::fs::rename(tmp, &state).map_err(MicrovmError::store(&state))?;
         self.hold(&name.session, Some(&name.id))?;
         Ok(meta)
     }
