@@ -26,10 +26,11 @@ use agentsessions_api::{
 };
 use async_trait::async_trait;
 use tokio::sync::Mutex;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Accelerator, MicrovmConfig};
 use crate::error::{MicrovmError, Result};
-use crate::store::{Meta, SnapshotName, Store, random_id};
+use crate::store::{Meta, SnapshotName, Store, random_id, remove_files};
 use crate::vm::{Launch, RunState, Vm};
 
 /// The backend name in incarnations.
@@ -50,6 +51,8 @@ struct Shared {
     store: Store,
     slots: StdMutex<HashMap<String, Arc<Mutex<Slot>>>>,
     closed: AtomicBool,
+    /// Deletions of unheld snapshot files, run off the restores that release them.
+    cleanup: TaskTracker,
 }
 
 /// A session's place: its running VM, if any.
@@ -94,6 +97,7 @@ impl MicrovmRuntime {
                 store,
                 slots: StdMutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
+                cleanup: TaskTracker::new(),
             }),
             harness: harness.into(),
         })
@@ -142,6 +146,8 @@ impl MicrovmRuntime {
                 live.vm.kill().await;
             }
         }
+        self.shared.cleanup.close();
+        self.shared.cleanup.wait().await;
     }
 
     fn check_open(&self) -> Result<()> {
@@ -265,7 +271,10 @@ impl MicrovmRuntime {
             return Err(err);
         }
         if consume {
-            self.shared.store.hold(&name.session, None)?;
+            let unheld = self.shared.store.release(&name.session)?;
+            self.shared
+                .cleanup
+                .spawn_blocking(move || remove_files(&unheld));
         }
         let live = Live {
             vm,

@@ -408,14 +408,27 @@ impl Vm {
             }
             driven
         };
-        let (received, driven) = tokio::join!(receive, drive);
+        let started = tokio::time::Instant::now();
+        let receive = async {
+            let received = receive.await;
+            (received, started.elapsed())
+        };
+        let ((received, received_in), driven) = tokio::join!(receive, drive);
         let _ = std::fs::remove_file(&socket);
-        driven?;
+        let migrated_in = driven?;
+        tracing::debug!(
+            pid = self.pid,
+            migrated_ms = migrated_in.as_millis(),
+            received_ms = received_in.as_millis(),
+            "VM state written"
+        );
         received
     }
 
-    /// Stops the guest and migrates it to `socket`, waiting until QEMU reports it done.
-    async fn migrate_to(&mut self, socket: &Path) -> Result<()> {
+    /// Stops the guest and migrates it to `socket`, waiting until QEMU reports it done; how
+    /// long that took.
+    async fn migrate_to(&mut self, socket: &Path) -> Result<Duration> {
+        let started = tokio::time::Instant::now();
         self.qmp
             .execute(
                 "migrate-set-parameters",
@@ -432,7 +445,7 @@ impl Vm {
         loop {
             let (status, error) = self.qmp.migration().await?;
             match status.as_str() {
-                "completed" => return Ok(()),
+                "completed" => return Ok(started.elapsed()),
                 "failed" | "cancelled" => {
                     return Err(MicrovmError::Qmp {
                         command: "migrate".into(),
