@@ -564,3 +564,76 @@ fn log_tail(path: &Path) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(accelerator: AccelKind) -> Launch {
+        Launch {
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            kernel: PathBuf::from("/k"),
+            initrd: PathBuf::from("/i"),
+            memory_mib: 256,
+            vcpus: 2,
+            machine: "microvm".into(),
+            accelerator,
+            harness: "counter".into(),
+            cpu_khz: Some(2_000_000),
+            answer_delay_ms: 0,
+        }
+    }
+
+    fn args(launch: &Launch, incoming: Option<&Path>) -> Vec<String> {
+        launch
+            .command("s1", Path::new("/run/1"), 4242, incoming)
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn has_pair(args: &[String], flag: &str, value: &str) -> bool {
+        args.windows(2).any(|w| w[0] == flag && w[1] == value)
+    }
+
+    // The KVM command line is built and checked here even where KVM cannot run; the resource
+    // limits come from the configuration.
+    #[test]
+    fn command_lines_carry_the_accelerator_and_the_resource_limits() {
+        let kvm = args(&launch(AccelKind::Kvm), None);
+        assert!(has_pair(&kvm, "-accel", "kvm"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-cpu", "host"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-m", "256"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-smp", "2"), "{kvm:?}");
+        assert!(!kvm.iter().any(|a| a == "-incoming"), "{kvm:?}");
+        let tcg = args(&launch(AccelKind::Tcg), Some(Path::new("/s/x.vmstate")));
+        assert!(has_pair(&tcg, "-accel", "tcg,tb-size=16"), "{tcg:?}");
+        assert!(!tcg.iter().any(|a| a == "-cpu"), "{tcg:?}");
+        assert!(
+            has_pair(&tcg, "-incoming", "exec:cat '/s/x.vmstate'"),
+            "{tcg:?}"
+        );
+        assert!(
+            has_pair(
+                &tcg,
+                "-netdev",
+                "user,id=net0,hostfwd=tcp:127.0.0.1:4242-:7000"
+            ),
+            "{tcg:?}"
+        );
+        let append = |args: &[String]| {
+            args.windows(2)
+                .find(|w| w[0] == "-append")
+                .map(|w| w[1].clone())
+                .unwrap_or_default()
+        };
+        assert!(append(&tcg).contains("tsc_early_khz=2000000"));
+        assert!(!append(&tcg).contains("answer_delay_ms"));
+        let held = Launch {
+            answer_delay_ms: 1500,
+            ..launch(AccelKind::Tcg)
+        };
+        assert!(append(&args(&held, None)).contains("agentsessions.answer_delay_ms=1500"));
+    }
+}
