@@ -102,7 +102,9 @@ harness=$(arg agentsessions.harness)
 port=$(arg agentsessions.port)
 [ -n "$(arg agentsessions.epoch)" ] && date -s "@$(arg agentsessions.epoch)" >/dev/null
 echo "agentsessions-guest: network up"
-/bin/harnessnode --harness "${harness:-counter}" --listen ":${port:-7000}" </dev/null &
+delay=$(arg agentsessions.answer_delay_ms)
+/bin/harnessnode --harness "${harness:-counter}" --listen ":${port:-7000}" \
+    --answer-delay-ms "${delay:-0}" </dev/null &
 stty -echo 2>/dev/null
 while true; do
     if read -r line; then

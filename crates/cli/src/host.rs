@@ -315,6 +315,8 @@ pub struct Assembled {
     /// The delegated identity, when `[identity]` is configured: its JWKS for verifiers and the
     /// tokens a tool hub attaches to its calls.
     pub identity: Option<DelegatedIdentity>,
+    /// Where registered `substrate` placements run (`[runtime.microvm]`), when configured.
+    pub substrate: Option<Arc<dyn agentsessions_server::SubstrateBackends>>,
 }
 
 /// Assembles the Sessions service over `journal` from `config`: `echo` (the default) always,
@@ -407,8 +409,11 @@ pub fn build_service_with_tools(
             agentsessions_server::placement::DescriptorSource::Probe(Arc::new(probe)),
         );
     }
+    let mut substrate: Option<Arc<dyn agentsessions_server::SubstrateBackends>> = None;
     if let Some(microvm) = &config.runtime.microvm {
-        builder = crate::microvm::add_routes(builder, microvm)?.0;
+        let (with_vms, vms) = crate::microvm::add_routes(builder, microvm)?;
+        builder = with_vms;
+        substrate = Some(Arc::new(vms));
     }
     if !config.project.is_empty() {
         builder = builder.project(config.project.clone());
@@ -434,6 +439,7 @@ pub fn build_service_with_tools(
         default_harness,
         model: description,
         identity,
+        substrate,
     })
 }
 

@@ -51,13 +51,43 @@ fn guest_file(env: &str, name: &str) -> PathBuf {
     path
 }
 
+/// A daemon on `config`, with its HarnessRegistry listener.
 fn start(config: &Path) -> Daemon {
     let mut command = Daemon::command();
     command
-        .args(["--addr", "127.0.0.1:0", "--config"])
+        .args(["--addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0"])
+        .arg("--config")
         .arg(config)
         .stderr(Stdio::null());
-    Daemon::spawn(command, false)
+    Daemon::spawn(command, true)
+}
+
+/// `agentctl harness register` on the daemon's registry listener with `spec` (proto JSON).
+fn register(daemon: &Daemon, dir: &Path, name: &str, spec: &str) -> std::process::Output {
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, spec).unwrap();
+    Command::new(common::CTL)
+        .args([
+            "--server",
+            &daemon.registry,
+            "harness",
+            "register",
+            "--name",
+            name,
+        ])
+        .arg("--spec")
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+/// The session uid an `exec` transcript starts with.
+fn session_of(out: &str) -> String {
+    out.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("session "))
+        .unwrap_or_else(|| panic!("no session in {out}"))
+        .to_owned()
 }
 
 /// The pids of QEMU processes running `session`'s VM.
@@ -237,6 +267,89 @@ fn counter_on_microvms_through_the_daemon_and_agentctl() {
     );
     assert_eq!(record_count(&daemon, &children[0]), before);
 
+    // A registered harness declaring memory resumability is placed on the VMs through the spec's
+    // memory placement, substrate {atespace "microvm", template "counter"}: it counts in its own
+    // VM's memory and keeps the count across suspend and resume.
+    let memory_spec = |placement: &str| {
+        format!(
+            r#"{{{placement},"capabilities":{{"resumability":"RESUMABILITY_REQUIRES_MEMORY_SNAPSHOT"}},"descriptor_id":"counter"}}"#
+        )
+    };
+    let created = register(
+        &daemon,
+        dir.path(),
+        "vm-counter",
+        &memory_spec(r#""substrate":{"atespace":"microvm","template":"counter"}"#),
+    );
+    assert!(created.status.success(), "{created:?}");
+    let registered = daemon.ok(&["exec", "--harness", "vm-counter", "count"]);
+    let on_vm = session_of(&registered);
+    assert_eq!(counted(&registered), "1");
+    assert_eq!(vm_pids(&on_vm).len(), 1);
+    daemon.ok(&["suspend", "--session", &on_vm]);
+    daemon.ok(&["resume", "--session", &on_vm]);
+    assert_eq!(exec(&daemon, &on_vm), "2");
+    // A substrate this host does not have, or a template its guest does not serve: refused at
+    // registration.
+    for (name, placement) in [
+        (
+            "elsewhere",
+            r#""substrate":{"atespace":"k8s","template":"counter"}"#,
+        ),
+        (
+            "no-model",
+            r#""substrate":{"atespace":"microvm","template":"chat"}"#,
+        ),
+    ] {
+        let out = register(&daemon, dir.path(), name, &memory_spec(placement));
+        assert!(!out.status.success(), "{name} registered");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("FAILED_PRECONDITION"), "{name}: {stderr}");
+    }
+    // A registered remote harness runs on compute this host cannot snapshot: one declaring memory
+    // resumability is registered, and the admission gate refuses its turns, journaling nothing.
+    let remote = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = remote
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (stop_remote, remote_stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = std::thread::spawn(move || {
+        remote.block_on(agentsessions_harnesswire::serve_tcp_listener(
+            listener,
+            std::sync::Arc::new(agentsessions_harnesses::CounterHarness::new()),
+            async {
+                let _ = remote_stopped.await;
+            },
+        ))
+    });
+    let far = register(
+        &daemon,
+        dir.path(),
+        "far-counter",
+        &memory_spec(&format!(r#""remote":{{"address":"{address}"}}"#)),
+    );
+    assert!(far.status.success(), "{far:?}");
+    refused(
+        &daemon,
+        &["exec", "--harness", "far-counter", "count"],
+        "FAILED_PRECONDITION",
+    );
+    let listed = daemon.ok(&["list"]);
+    let far_sessions: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.contains("harness=far-counter"))
+        .collect();
+    assert!(
+        far_sessions.iter().all(|l| l.contains("last_seq=0 ")),
+        "{listed}"
+    );
+    let _ = stop_remote.send(());
+    serving.join().unwrap().unwrap();
+
     // Delete: the reclaimer stops the VM and releases the session's snapshot files.
     assert_eq!(vm_pids(&parent).len(), 1);
     daemon.ok(&["delete", "--session", &parent]);
@@ -288,4 +401,115 @@ fn counter_on_microvms_through_the_daemon_and_agentctl() {
     eventually("every VM to stop with the daemon", || {
         vm_pids(&suspended_one).is_empty()
     });
+}
+
+/// A daemon config placing the counter on VMs whose harness holds each answer `delay_ms`.
+fn write_config(dir: &Path, delay_ms: u64) -> PathBuf {
+    let config = dir.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = {:?}\n\n[runtime.microvm]\nkernel = {:?}\ninitrd = {:?}\nsnapshot_dir = {:?}\nanswer_delay_ms = {delay_ms}\n",
+            dir.join("journal.db"),
+            guest_file("MICROVM_KERNEL", "vmlinuz"),
+            guest_file("MICROVM_INITRD", "initrd.img"),
+            dir.join("vm"),
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// SIGKILL of a VM while its turn is in progress: the guest has counted and its answer is held
+/// (the `answer_delay_ms` test hook). The turn fails as a lost harness does (INTERNAL, its
+/// execution left without END, semantics §2.8); every record written before stays as it was;
+/// recovery reports the memory lost (FAILED_PRECONDITION, extensions §5) and writes nothing,
+/// since the snapshot the session last resumed from was consumed by that resume and would bring
+/// back a count the journal has moved past.
+#[test]
+fn a_vm_killed_mid_turn_ends_the_turn_and_recovery_reports_memory_lost() {
+    if !qemu_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), 1500);
+    let daemon = start(&config);
+    let first = daemon.ok(&["exec", "--harness", "counter", "count"]);
+    let session = first
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("session "))
+        .unwrap()
+        .to_owned();
+    assert_eq!(counted(&first), "1");
+    daemon.ok(&["suspend", "--session", &session]);
+    daemon.ok(&["resume", "--session", &session]);
+    assert_eq!(exec(&daemon, &session), "2");
+    let before = daemon.ok(&["replay", "--session", &session]);
+    let before: Vec<&str> = before.lines().collect();
+
+    // The turn starts; once its EXECUTION_START is committed the VM is killed while the guest
+    // holds its answer.
+    let turn = Command::new(common::CTL)
+        .args([
+            "--server",
+            &daemon.addr,
+            "exec",
+            "--session",
+            &session,
+            "count",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the turn to start", || {
+        daemon
+            .ok(&["replay", "--session", &session])
+            .lines()
+            .skip(before.len())
+            .any(|l| l.contains("EXECUTION_START"))
+    });
+    let pids = vm_pids(&session);
+    assert_eq!(pids.len(), 1);
+    let killed = Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = turn.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the killed turn succeeded");
+    assert!(stderr.contains("INTERNAL"), "{stderr}");
+
+    // Nothing acknowledged is lost; the interrupted turn has no answer and no END.
+    let after = daemon.ok(&["replay", "--session", &session]);
+    let after: Vec<&str> = after.lines().collect();
+    assert_eq!(&after[..before.len()], &before[..]);
+    let turn_records = &after[before.len()..];
+    assert!(
+        turn_records.iter().any(|l| l.contains("EXECUTION_START")),
+        "{turn_records:?}"
+    );
+    assert!(
+        !turn_records
+            .iter()
+            .any(|l| l.contains(" OUTPUT ") || l.contains(" END ")),
+        "{turn_records:?}"
+    );
+
+    // Recovery: memory lost, nothing written, no VM stands in for the dead one.
+    let written = after.len();
+    refused(
+        &daemon,
+        &["resume", "--session", &session],
+        "FAILED_PRECONDITION",
+    );
+    refused(
+        &daemon,
+        &["exec", "--session", &session, "count"],
+        "FAILED_PRECONDITION",
+    );
+    assert_eq!(record_count(&daemon, &session), written);
+    assert!(vm_pids(&session).is_empty());
 }

@@ -10,6 +10,7 @@ use agentsessions_harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use agentsessions_harnesswire::{HarnessWireError, ListenAddr};
 use clap::{Parser, ValueEnum};
 
+use crate::delay::HeldAnswers;
 use crate::prompt::PromptedChat;
 
 /// Serves one reference harness over `Harness.Connect` (gRPC over HTTP/2, cleartext or TLS) with
@@ -42,6 +43,12 @@ pub(crate) struct Args {
     /// this process ends with it even if the parent is killed.
     #[arg(long, env = "HARNESSNODE_EXIT_ON_STDIN_EOF")]
     pub(crate) exit_on_stdin_eof: bool,
+
+    /// Test hook: hold each output of the harness this many milliseconds before sending it
+    /// (the counter has counted, its answer is not sent yet), so a test can kill the harness or
+    /// its VM while a turn is in progress. 0 (the default) holds nothing.
+    #[arg(long, env = "HARNESS_ANSWER_DELAY_MS", default_value_t = 0)]
+    pub(crate) answer_delay_ms: u64,
 
     /// Serve TLS with this PEM certificate chain (leaf first); needs --tls-key. TCP only.
     #[arg(long, env = "HARNESS_TLS_CERT", requires = "tls_key")]
@@ -156,6 +163,14 @@ impl NodeConfig {
                     Arc::new(CounterHarness::new())
                 }
             }
+        };
+        let harness: Arc<dyn Harness> = if args.answer_delay_ms > 0 {
+            Arc::new(HeldAnswers::new(
+                harness,
+                std::time::Duration::from_millis(args.answer_delay_ms),
+            ))
+        } else {
+            harness
         };
         Ok(Self {
             kind: args.harness,

@@ -7,7 +7,8 @@
 //! logs go to stderr. SIGINT or SIGTERM (or stdin EOF with `--exit-on-stdin-eof`) stops
 //! accepting, lets running executions finish, removes a unix socket and exits 0.
 //!
-//! Modules: `config` (flags, checks), `prompt` (chat with a default system prompt).
+//! Modules: `config` (flags, checks), `prompt` (chat with a default system prompt), `delay`
+//! (the `--answer-delay-ms` test hook).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -17,6 +18,7 @@ use clap::Parser as _;
 use tokio::sync::oneshot;
 
 mod config;
+mod delay;
 mod prompt;
 
 use config::{Args, NodeConfig};

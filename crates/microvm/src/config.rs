@@ -35,6 +35,9 @@ pub struct MicrovmConfig {
     /// Seconds a VM may take to boot until its harness listens (default 60: TCG on a busy host
     /// is slow).
     pub boot_timeout_secs: u64,
+    /// Test hook: the guest's harness holds each answer this many milliseconds (harnessnode
+    /// `--answer-delay-ms`), so a test can kill a VM while its turn is in progress. Default 0.
+    pub answer_delay_ms: u64,
 }
 
 impl Default for MicrovmConfig {
@@ -50,6 +53,7 @@ impl Default for MicrovmConfig {
             machine: "microvm".to_owned(),
             harnesses: vec!["counter".to_owned()],
             boot_timeout_secs: 60,
+            answer_delay_ms: 0,
         }
     }
 }

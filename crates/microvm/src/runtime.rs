@@ -26,10 +26,11 @@ use agentsessions_api::{
 };
 use async_trait::async_trait;
 use tokio::sync::Mutex;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Accelerator, MicrovmConfig};
 use crate::error::{MicrovmError, Result};
-use crate::store::{Meta, SnapshotName, Store, random_id};
+use crate::store::{Meta, SnapshotName, Store, random_id, remove_files};
 use crate::vm::{Launch, RunState, Vm};
 
 /// The backend name in incarnations.
@@ -50,6 +51,8 @@ struct Shared {
     store: Store,
     slots: StdMutex<HashMap<String, Arc<Mutex<Slot>>>>,
     closed: AtomicBool,
+    /// Deletions of unheld snapshot files, run off the restores that release them.
+    cleanup: TaskTracker,
 }
 
 /// A session's place: its running VM, if any.
@@ -94,6 +97,7 @@ impl MicrovmRuntime {
                 store,
                 slots: StdMutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
+                cleanup: TaskTracker::new(),
             }),
             harness: harness.into(),
         })
@@ -142,6 +146,8 @@ impl MicrovmRuntime {
                 live.vm.kill().await;
             }
         }
+        self.shared.cleanup.close();
+        self.shared.cleanup.wait().await;
     }
 
     fn check_open(&self) -> Result<()> {
@@ -244,10 +250,12 @@ impl MicrovmRuntime {
         let name = &name;
         let started = Instant::now();
         let run_dir = self.shared.store.run_dir();
-        let (verified, vm) = tokio::join!(
-            self.shared.store.verify(name, &meta),
-            Vm::restore(&meta.launch, run_dir, session, &file)
-        );
+        let verify = async {
+            let verified = self.shared.store.verify(name, &meta).await;
+            (verified, started.elapsed())
+        };
+        let ((verified, verify_time), vm) =
+            tokio::join!(verify, Vm::restore(&meta.launch, run_dir, session, &file));
         let vm = match (verified, vm) {
             (Ok(()), Ok(vm)) => vm,
             (Err(err), vm) => {
@@ -263,7 +271,10 @@ impl MicrovmRuntime {
             return Err(err);
         }
         if consume {
-            self.shared.store.hold(&name.session, None)?;
+            let unheld = self.shared.store.release(&name.session)?;
+            self.shared
+                .cleanup
+                .spawn_blocking(move || remove_files(&unheld));
         }
         let live = Live {
             vm,
@@ -274,6 +285,7 @@ impl MicrovmRuntime {
             session_uid = session,
             snapshot = %name.id,
             instance = %live.instance,
+            verify_millis = verify_time.as_millis(),
             millis = started.elapsed().as_millis(),
             "VM restored"
         );
@@ -376,20 +388,26 @@ impl MicrovmRuntime {
             SnapshotKind::External => {
                 let started = Instant::now();
                 let (name, tmp) = self.shared.store.begin(session)?;
-                if let Err(err) = live.vm.save(&tmp).await {
-                    let _ = std::fs::remove_file(&tmp);
-                    // The guest is stopped but intact: run it on, the session keeps its VM.
-                    if let Err(cont) = live.vm.resume().await {
-                        tracing::warn!(session_uid = session, error = %cont, "cannot run the VM again");
+                let checksum = match live.vm.save(&tmp).await {
+                    Ok(checksum) => checksum,
+                    Err(err) => {
+                        let _ = std::fs::remove_file(&tmp);
+                        // The guest is stopped but intact: run it on, the session keeps its VM.
+                        if let Err(cont) = live.vm.resume().await {
+                            tracing::warn!(session_uid = session, error = %cont, "cannot run the VM again");
+                        }
+                        return Err(err);
                     }
-                    return Err(err);
-                }
+                };
                 let saved = started.elapsed();
-                let meta = self
-                    .shared
-                    .store
-                    .commit(&name, tmp, &live.instance, &live.launch)
-                    .await?;
+                let meta = self.shared.store.commit(
+                    &name,
+                    &tmp,
+                    checksum,
+                    &live.instance,
+                    &live.launch,
+                )?;
+                let committed = started.elapsed();
                 if let Some(done) = slot.live.take() {
                     done.vm.kill().await;
                 }
@@ -398,6 +416,7 @@ impl MicrovmRuntime {
                     snapshot = %name.id,
                     bytes = meta.bytes,
                     save_millis = saved.as_millis(),
+                    commit_millis = committed.as_millis(),
                     millis = started.elapsed().as_millis(),
                     "VM snapshotted"
                 );

@@ -8,13 +8,15 @@
 //! <snapshot_dir>/run/<n>/                            one running VM's QMP socket and log
 //! ```
 //!
-//! Every file is written to a temporary name and renamed into place, so a crash leaves either
-//! the old state or the new one. Snapshot ids are unique (time and randomness). A session holds
+//! Every file is written to a temporary name and renamed into place, so a crash of the daemon
+//! leaves either the old state or the new one. Nothing is fsynced (that would double a
+//! snapshot's time): a host crash can tear a file, and the checksums and metadata checks then
+//! report the memory lost instead of restoring it. Snapshot ids are unique (time and randomness). A session holds
 //! at most one snapshot: the one its latest Snapshot wrote, until a restore runs a VM from it
 //! (the memory then moves on, and the file would only restore the past); whatever the session
 //! does not hold is deleted right away, and Stop deletes the session's directory.
 
-use std::io::Read as _;
+use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -87,19 +89,15 @@ pub(crate) fn random_id() -> String {
     hex::encode(rand::random::<[u8; 8]>())
 }
 
+/// Writes `contents` under a temporary name and renames it into place: a reader sees the old
+/// file or the new one. Not synced, like the state file it describes (see [`copy_hashing`]):
+/// after a host crash a missing or torn file is evidence of lost memory, never restored.
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     let tmp = path.with_file_name(name);
     std::fs::write(&tmp, contents).map_err(MicrovmError::store(&tmp))?;
-    sync_file(&tmp)?;
     std::fs::rename(&tmp, path).map_err(MicrovmError::store(path))
-}
-
-fn sync_file(path: &Path) -> Result<()> {
-    std::fs::File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(MicrovmError::store(path))
 }
 
 fn remove_if_there(path: &Path) -> Result<()> {
@@ -108,6 +106,40 @@ fn remove_if_there(path: &Path) -> Result<()> {
             Err(MicrovmError::store(path)(err))
         }
         _ => Ok(()),
+    }
+}
+
+/// Copies `from` to a new file at `to`, hashing on the way. The sha256 (hex) and the size.
+///
+/// The file is not synced: that would double a snapshot's time. A snapshot survives the
+/// daemon's death in the page cache; one torn by a host crash fails its checksum and is
+/// reported as memory lost, never restored.
+pub(crate) fn copy_hashing(mut from: impl Read, to: &Path) -> std::io::Result<(String, u64)> {
+    let mut file = std::fs::File::create(to)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0_u8; 1 << 20];
+    let mut bytes = 0_u64;
+    loop {
+        let read = match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        hasher.update(&buffer[..read]);
+        file.write_all(&buffer[..read])?;
+        bytes += read as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), bytes))
+}
+
+/// Deletes `paths` (files [`Store::release`] returned); a failure is logged, since nothing
+/// refers to them any more.
+pub(crate) fn remove_files(paths: &[PathBuf]) {
+    for path in paths {
+        if let Err(err) = remove_if_there(path) {
+            tracing::warn!(error = %err, "cannot delete an unheld snapshot file");
+        }
     }
 }
 
@@ -180,26 +212,18 @@ impl Store {
         Ok((name, tmp))
     }
 
-    /// Publishes a state file written to `tmp`: checksum, metadata, rename, then the session
-    /// holds it and every other snapshot of the session is deleted.
-    pub(crate) async fn commit(
+    /// Publishes a state file written (and synced) to `tmp` with its checksum `sha256` and size
+    /// `bytes`: metadata, rename, then the session holds it and every other snapshot of the
+    /// session is deleted.
+    pub(crate) fn commit(
         &self,
         name: &SnapshotName,
-        tmp: PathBuf,
+        tmp: &Path,
+        (sha256, bytes): (String, u64),
         instance: &str,
         launch: &Launch,
     ) -> Result<Meta> {
         let state = self.state_path(name)?;
-        let hashed = tmp.clone();
-        let (sha256, bytes) = tokio::task::spawn_blocking(move || {
-            sync_file(&hashed)?;
-            sha256_file(&hashed).map_err(MicrovmError::store(&hashed))
-        })
-        .await
-        .map_err(|e| MicrovmError::Store {
-            path: tmp.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
         let meta = Meta {
             session: name.session.clone(),
             snapshot: name.id.clone(),
@@ -218,7 +242,7 @@ impl Store {
             source: std::io::Error::other(e),
         })?;
         write_atomically(&state.with_extension("json"), &json)?;
-        std::fs::rename(&tmp, &state).map_err(MicrovmError::store(&state))?;
+        std::fs::rename(tmp, &state).map_err(MicrovmError::store(&state))?;
         self.hold(&name.session, Some(&name.id))?;
         Ok(meta)
     }
@@ -243,14 +267,30 @@ impl Store {
         self.reclaim_unheld(session, id)
     }
 
+    /// Makes `session` hold no snapshot and returns its files, now unheld, for the caller to
+    /// delete off its critical path (unlinking a ~100 MB file takes a while).
+    pub(crate) fn release(&self, session: &str) -> Result<Vec<PathBuf>> {
+        remove_if_there(&self.session_dir(session)?.join(HELD))?;
+        self.unheld(session, None)
+    }
+
     /// Deletes every snapshot of `session` except `keep`.
     fn reclaim_unheld(&self, session: &str, keep: Option<&str>) -> Result<()> {
+        for path in self.unheld(session, keep)? {
+            remove_if_there(&path)?;
+        }
+        Ok(())
+    }
+
+    /// The files of every snapshot of `session` except `keep`.
+    fn unheld(&self, session: &str, keep: Option<&str>) -> Result<Vec<PathBuf>> {
         let dir = self.session_dir(session)?;
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(err) => return Err(MicrovmError::store(dir)(err)),
         };
+        let mut unheld = Vec::new();
         for entry in entries.flatten() {
             let file = entry.file_name();
             let file = file.to_string_lossy();
@@ -259,10 +299,10 @@ impl Store {
             }
             let id = file.split('.').next().unwrap_or_default();
             if Some(id) != keep {
-                remove_if_there(&entry.path())?;
+                unheld.push(entry.path());
             }
         }
-        Ok(())
+        Ok(unheld)
     }
 
     /// The metadata and state file of snapshot `name`, or the reason its memory is gone.
@@ -372,6 +412,42 @@ mod tests {
         ] {
             assert_eq!(SnapshotName::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_streamed_copy_is_written_and_hashed_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("copy");
+        let (sum, bytes) = copy_hashing(&b"abc"[..], &to).unwrap();
+        assert_eq!(
+            sum,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(bytes, 3);
+        assert_eq!(std::fs::read(&to).unwrap(), b"abc");
+        // Several buffers' worth: the streamed sum is the file's.
+        let big: Vec<u8> = (0..3_000_000_u32).map(|i| (i % 251) as u8).collect();
+        let streamed = copy_hashing(&big[..], &to).unwrap();
+        assert_eq!(streamed, sha256_file(&to).unwrap());
+        assert_eq!(streamed.1, 3_000_000);
+    }
+
+    #[test]
+    fn release_unholds_at_once_and_hands_back_the_files_to_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let session = store.session_dir("s").unwrap();
+        std::fs::create_dir_all(&session).unwrap();
+        for file in ["a.vmstate", "a.json", "a.vmstate.sha256"] {
+            std::fs::write(session.join(file), b"x").unwrap();
+        }
+        write_atomically(&session.join(HELD), b"a").unwrap();
+        assert_eq!(store.held("s").unwrap().as_deref(), Some("a"));
+        let unheld = store.release("s").unwrap();
+        assert_eq!(store.held("s").unwrap(), None);
+        assert_eq!(unheld.len(), 3, "{unheld:?}");
+        remove_files(&unheld);
+        assert!(store.files_of("s").is_empty());
     }
 
     #[test]

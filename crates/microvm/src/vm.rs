@@ -12,13 +12,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::{AccelKind, Accelerator, MicrovmConfig, host_cpu_khz};
 use crate::error::{MicrovmError, Result};
 use crate::qmp::Qmp;
+use crate::store::copy_hashing;
 
 /// The port harnessnode listens on inside the guest; the host forwards a free local port to it.
 pub(crate) const GUEST_PORT: u16 = 7000;
@@ -44,6 +46,8 @@ pub(crate) struct Launch {
     pub(crate) accelerator: AccelKind,
     pub(crate) harness: String,
     pub(crate) cpu_khz: Option<u64>,
+    #[serde(default)]
+    pub(crate) answer_delay_ms: u64,
 }
 
 impl Launch {
@@ -58,6 +62,7 @@ impl Launch {
             accelerator: accelerator.kind,
             harness: harness.to_owned(),
             cpu_khz: host_cpu_khz(),
+            answer_delay_ms: config.answer_delay_ms,
         }
     }
 
@@ -78,6 +83,12 @@ impl Launch {
         }
         if let Some(khz) = self.cpu_khz {
             args.push(format!("tsc_early_khz={khz}"));
+        }
+        if self.answer_delay_ms > 0 {
+            args.push(format!(
+                "agentsessions.answer_delay_ms={}",
+                self.answer_delay_ms
+            ));
         }
         args.join(" ")
     }
@@ -236,8 +247,10 @@ impl Vm {
         session: &str,
         file: &Path,
     ) -> Result<Self> {
+        let started = tokio::time::Instant::now();
         let (mut vm, _ready) = Self::spawn(launch, run_dir, session, Some(file)).await?;
-        let deadline = tokio::time::Instant::now() + INCOMING_TIMEOUT;
+        let spawned = started.elapsed();
+        let deadline = started + INCOMING_TIMEOUT;
         loop {
             vm.check_alive(session)?;
             let status = vm.qmp.status().await?;
@@ -256,8 +269,16 @@ impl Vm {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        let loaded = started.elapsed();
         vm.qmp.execute("cont", None).await?;
         vm.set_clock().await;
+        tracing::debug!(
+            session_uid = session,
+            qmp_ready_ms = spawned.as_millis(),
+            loaded_ms = loaded.as_millis(),
+            running_ms = started.elapsed().as_millis(),
+            "VM loaded from its snapshot"
+        );
         Ok(vm)
     }
 
@@ -369,9 +390,45 @@ impl Vm {
         Ok(())
     }
 
-    /// Stops the guest and writes its whole state (memory and devices) to `file`. The guest stays
-    /// stopped; QEMU refuses a second migration from it, so the VM is done after this.
-    pub(crate) async fn save(&mut self, file: &Path) -> Result<()> {
+    /// Stops the guest and writes its whole state (memory and devices) to `file`, hashed on the
+    /// way: QEMU migrates to a unix socket this process reads, so the checksum costs no second
+    /// pass over the file. Returns the sha256 (hex) and the size. The guest stays stopped; QEMU
+    /// refuses a second migration from it, so the VM is done after this.
+    pub(crate) async fn save(&mut self, file: &Path) -> Result<(String, u64)> {
+        let socket = self.run_dir.join("out.sock");
+        remove_stale(&socket)?;
+        let listener = UnixListener::bind(&socket).map_err(MicrovmError::store(&socket))?;
+        let (gave_up, given_up) = oneshot::channel::<()>();
+        let receive = receive_state(listener, file.to_owned(), given_up);
+        let drive = async {
+            let driven = self.migrate_to(&socket).await;
+            if driven.is_err() {
+                // QEMU may never connect: the receiver stops waiting for it.
+                let _ = gave_up.send(());
+            }
+            driven
+        };
+        let started = tokio::time::Instant::now();
+        let receive = async {
+            let received = receive.await;
+            (received, started.elapsed())
+        };
+        let ((received, received_in), driven) = tokio::join!(receive, drive);
+        let _ = std::fs::remove_file(&socket);
+        let migrated_in = driven?;
+        tracing::debug!(
+            pid = self.pid,
+            migrated_ms = migrated_in.as_millis(),
+            received_ms = received_in.as_millis(),
+            "VM state written"
+        );
+        received
+    }
+
+    /// Stops the guest and migrates it to `socket`, waiting until QEMU reports it done; how
+    /// long that took.
+    async fn migrate_to(&mut self, socket: &Path) -> Result<Duration> {
+        let started = tokio::time::Instant::now();
         self.qmp
             .execute(
                 "migrate-set-parameters",
@@ -380,7 +437,7 @@ impl Vm {
             .await?;
         self.qmp.execute("stop", None).await?;
         self.state = RunState::Paused;
-        let uri = format!("exec:cat > {}", shell_quote(file));
+        let uri = format!("unix:{}", socket.display());
         self.qmp
             .execute("migrate", Some(json!({ "uri": uri })))
             .await?;
@@ -388,7 +445,7 @@ impl Vm {
         loop {
             let (status, error) = self.qmp.migration().await?;
             match status.as_str() {
-                "completed" => return Ok(()),
+                "completed" => return Ok(started.elapsed()),
                 "failed" | "cancelled" => {
                     return Err(MicrovmError::Qmp {
                         command: "migrate".into(),
@@ -447,6 +504,53 @@ async fn read_console(stdout: ChildStdout, session: String, ready: watch::Sender
     }
 }
 
+/// Accepts QEMU's outgoing migration on `listener` and copies it to `file`, hashing it on the
+/// way (on a blocking thread: hashing ~100 MB is CPU work). Gives up when `given_up` fires
+/// (the migration failed before QEMU connected).
+async fn receive_state(
+    listener: UnixListener,
+    file: PathBuf,
+    mut given_up: oneshot::Receiver<()>,
+) -> Result<(String, u64)> {
+    let refused = |reason: &str| MicrovmError::Qmp {
+        command: "migrate".into(),
+        reason: reason.to_owned(),
+    };
+    let stream = tokio::select! {
+        accepted = listener.accept() => accepted.map_err(MicrovmError::store(&file))?.0,
+        Ok(()) = &mut given_up => return Err(refused("QEMU did not connect to the snapshot socket")),
+        () = tokio::time::sleep(OUTGOING_TIMEOUT) => {
+            return Err(refused("QEMU did not connect to the snapshot socket within 120 s"));
+        }
+    };
+    let stream = stream
+        .into_std()
+        .and_then(|stream| {
+            stream.set_nonblocking(false)?;
+            stream.set_read_timeout(Some(OUTGOING_TIMEOUT))?;
+            Ok(stream)
+        })
+        .map_err(MicrovmError::store(&file))?;
+    let path = file.clone();
+    tokio::task::spawn_blocking(move || copy_hashing(stream, &path))
+        .await
+        .map_err(|e| MicrovmError::Store {
+            path: file.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map_err(MicrovmError::store(&file))
+}
+
+/// Removes a socket left at `path` by an earlier VM of the same run directory.
+fn remove_stale(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            Err(MicrovmError::store(path)(err))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The last lines QEMU wrote to its log, for error messages.
 fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -458,5 +562,78 @@ fn log_tail(path: &Path) -> String {
             "qemu: {}",
             lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(accelerator: AccelKind) -> Launch {
+        Launch {
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            kernel: PathBuf::from("/k"),
+            initrd: PathBuf::from("/i"),
+            memory_mib: 256,
+            vcpus: 2,
+            machine: "microvm".into(),
+            accelerator,
+            harness: "counter".into(),
+            cpu_khz: Some(2_000_000),
+            answer_delay_ms: 0,
+        }
+    }
+
+    fn args(launch: &Launch, incoming: Option<&Path>) -> Vec<String> {
+        launch
+            .command("s1", Path::new("/run/1"), 4242, incoming)
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn has_pair(args: &[String], flag: &str, value: &str) -> bool {
+        args.windows(2).any(|w| w[0] == flag && w[1] == value)
+    }
+
+    // The KVM command line is built and checked here even where KVM cannot run; the resource
+    // limits come from the configuration.
+    #[test]
+    fn command_lines_carry_the_accelerator_and_the_resource_limits() {
+        let kvm = args(&launch(AccelKind::Kvm), None);
+        assert!(has_pair(&kvm, "-accel", "kvm"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-cpu", "host"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-m", "256"), "{kvm:?}");
+        assert!(has_pair(&kvm, "-smp", "2"), "{kvm:?}");
+        assert!(!kvm.iter().any(|a| a == "-incoming"), "{kvm:?}");
+        let tcg = args(&launch(AccelKind::Tcg), Some(Path::new("/s/x.vmstate")));
+        assert!(has_pair(&tcg, "-accel", "tcg,tb-size=16"), "{tcg:?}");
+        assert!(!tcg.iter().any(|a| a == "-cpu"), "{tcg:?}");
+        assert!(
+            has_pair(&tcg, "-incoming", "exec:cat '/s/x.vmstate'"),
+            "{tcg:?}"
+        );
+        assert!(
+            has_pair(
+                &tcg,
+                "-netdev",
+                "user,id=net0,hostfwd=tcp:127.0.0.1:4242-:7000"
+            ),
+            "{tcg:?}"
+        );
+        let append = |args: &[String]| {
+            args.windows(2)
+                .find(|w| w[0] == "-append")
+                .map(|w| w[1].clone())
+                .unwrap_or_default()
+        };
+        assert!(append(&tcg).contains("tsc_early_khz=2000000"));
+        assert!(!append(&tcg).contains("answer_delay_ms"));
+        let held = Launch {
+            answer_delay_ms: 1500,
+            ..launch(AccelKind::Tcg)
+        };
+        assert!(append(&args(&held, None)).contains("agentsessions.answer_delay_ms=1500"));
     }
 }

@@ -157,6 +157,16 @@ async fn missing_or_corrupt_snapshot_files_are_memory_lost() {
     std::fs::write(&state, &original).unwrap();
     let back = runtime.restore_instance(&snapshot, &read).await.unwrap();
     assert_eq!(turn(&dialer, back.clone()).await, "2");
+    // The restore consumed the snapshot: its files are deleted (off the restore's path).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !runtime.snapshot_files("files").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            runtime.snapshot_files("files")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 
     // Removed: memory lost.
     let again = runtime

@@ -171,6 +171,17 @@ pub enum ServerError {
     /// A spec placed on a substrate, which this host has no backend for.
     #[error("no substrate backend is configured on this host")]
     NoSubstrateBackend,
+    /// A substrate placement this host's substrate backend cannot serve (an atespace it does
+    /// not have, a template it cannot run).
+    #[error("substrate {atespace:?} template {template:?}: {reason}")]
+    SubstrateRefused {
+        /// The atespace asked for.
+        atespace: String,
+        /// The template asked for.
+        template: String,
+        /// Why it cannot be served here.
+        reason: String,
+    },
     /// The link to a registered harness cannot be set up (its address or TLS settings).
     #[error("harness {name:?}: {source}")]
     HarnessLink {
@@ -241,6 +252,7 @@ impl ServerError {
             Self::HarnessRetired { .. }
             | Self::StaticHarnessRetire { .. }
             | Self::NoSubstrateBackend
+            | Self::SubstrateRefused { .. }
             | Self::HarnessLink { .. }
             | Self::DeletionPending { .. } => StatusCode::FailedPrecondition,
             // extensions §2: a denial, and a policy failure that is the host's, not the caller's.
@@ -296,6 +308,7 @@ impl ServerError {
             | Self::HarnessRetired { .. }
             | Self::StaticHarnessRetire { .. }
             | Self::NoSubstrateBackend
+            | Self::SubstrateRefused { .. }
             | Self::HarnessLink { .. }
             | Self::ShuttingDown => code_kind(self.status_code()),
         }
@@ -426,6 +439,14 @@ mod tests {
                 Code::FailedPrecondition,
             ),
             (ServerError::NoSubstrateBackend, Code::FailedPrecondition),
+            (
+                ServerError::SubstrateRefused {
+                    atespace: s(),
+                    template: s(),
+                    reason: s(),
+                },
+                Code::FailedPrecondition,
+            ),
             (
                 ServerError::HarnessLink {
                     name: s(),

@@ -61,7 +61,7 @@ mod watch;
 pub use agentsessions_placement as placement;
 pub use builder::ServerBuilder;
 pub use error::{Result, ServerError};
-pub use registry::RegistryService;
+pub use registry::{RegistryService, SubstrateBackends};
 pub use requests::MAX_FORK_COUNT;
 pub use serve::{ServeError, ServeOptions, serve_tcp, serve_tcp_with, serve_unix};
 pub use service::{MAX_MESSAGE_BYTES, SessionsService};

@@ -40,6 +40,7 @@ pub struct RegistryService {
     harnesses: Registry,
     authz: CallAuthorizer,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
+    substrate: Option<Arc<dyn SubstrateBackends>>,
 }
 
 impl std::fmt::Debug for RegistryService {
@@ -188,8 +189,26 @@ fn canonical_spec(spec: &pb::HarnessSpec) -> Result<(String, String)> {
     Ok((json, digest))
 }
 
-/// Checks a spec this host can serve and returns the remote address it names.
-fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
+/// Builds the routes of `substrate {atespace, template}` registrations on compute this host
+/// runs and snapshots itself (the daemon's `[runtime.microvm]`; semantics §10.4 names the
+/// atespace and template an actor is created in and from). Without one, substrate placements
+/// are refused as the spec says (`NoSubstrateBackend`).
+pub trait SubstrateBackends: Send + Sync + std::fmt::Debug {
+    /// The route for one registration.
+    ///
+    /// # Errors
+    /// Why this host cannot serve `atespace`/`template` (reported as FAILED_PRECONDITION).
+    fn backend(&self, atespace: &str, template: &str) -> std::result::Result<Backend, String>;
+}
+
+/// Where a checked spec places its harness.
+enum Servable {
+    Remote(String),
+    Substrate { atespace: String, template: String },
+}
+
+/// Checks a spec this host can serve and returns where it places the harness.
+fn servable_placement(spec: &pb::HarnessSpec) -> Result<Servable> {
     let resumability = spec.capabilities.as_ref().map_or(0, |c| c.resumability);
     if resumability == 0 {
         return Err(ServerError::InvalidSpec {
@@ -216,14 +235,17 @@ fn servable_address(spec: &pb::HarnessSpec) -> Result<String> {
             check_harness_address(&remote.address).map_err(|why| ServerError::InvalidSpec {
                 reason: format!("spec.remote.address: {why}"),
             })?;
-            Ok(remote.address.clone())
+            Ok(Servable::Remote(remote.address.clone()))
         }
         Some(Placement::Substrate(s)) if s.atespace.is_empty() || s.template.is_empty() => {
             Err(ServerError::InvalidSpec {
                 reason: "spec.substrate needs atespace and template".into(),
             })
         }
-        Some(Placement::Substrate(_)) => Err(ServerError::NoSubstrateBackend),
+        Some(Placement::Substrate(s)) => Ok(Servable::Substrate {
+            atespace: s.atespace.clone(),
+            template: s.template.clone(),
+        }),
     }
 }
 
@@ -231,20 +253,32 @@ fn entry_for(
     name: &str,
     spec: &pb::HarnessSpec,
     link_tls: Option<&tonic::transport::ClientTlsConfig>,
+    substrate: Option<&dyn SubstrateBackends>,
 ) -> Result<Backend> {
-    let address = servable_address(spec)?;
-    let harness =
-        RemoteHarness::connect_lazy_tls(&address, link_tls.cloned()).map_err(|source| {
-            ServerError::HarnessLink {
-                name: name.to_owned(),
-                source,
+    let backend =
+        match servable_placement(spec)? {
+            Servable::Remote(address) => {
+                let harness = RemoteHarness::connect_lazy_tls(&address, link_tls.cloned())
+                    .map_err(|source| ServerError::HarnessLink {
+                        name: name.to_owned(),
+                        source,
+                    })?;
+                // A remote harness runs on compute this host does not snapshot: a memory harness
+                // registered there is admitted as a name and refused by the admission gate.
+                Backend::attached(Arc::new(harness), RuntimeCapabilities::default())
             }
-        })?;
-    // A remote harness runs on compute this host does not snapshot.
-    Ok(
-        Backend::attached(Arc::new(harness), RuntimeCapabilities::default())
-            .expect_descriptor_id(spec.descriptor_id.clone()),
-    )
+            Servable::Substrate { atespace, template } => {
+                let substrate = substrate.ok_or(ServerError::NoSubstrateBackend)?;
+                substrate.backend(&atespace, &template).map_err(|reason| {
+                    ServerError::SubstrateRefused {
+                        atespace,
+                        template,
+                        reason,
+                    }
+                })?
+            }
+        };
+    Ok(backend.expect_descriptor_id(spec.descriptor_id.clone()))
 }
 
 fn is_static(harnesses: &Registry, name: &str) -> bool {
@@ -293,7 +327,15 @@ impl RegistryService {
             harnesses: sessions.inner.placer.registry().clone(),
             authz: sessions.inner.authz.clone(),
             link_tls: sessions.inner.link_tls.clone(),
+            substrate: None,
         }
+    }
+
+    /// Serves substrate placements on `substrate` (before [`RegistryService::load`]).
+    #[must_use]
+    pub fn with_substrate(mut self, substrate: Arc<dyn SubstrateBackends>) -> Self {
+        self.substrate = Some(substrate);
+        self
     }
 
     /// Registry actions are global: no session, no owner (extensions §2).
@@ -330,9 +372,14 @@ impl RegistryService {
             let Some(last) = rows.last() else { break };
             after.clone_from(&last.name);
             for row in &rows {
-                match spec_from_json(&row.spec)
-                    .and_then(|spec| entry_for(&row.name, &spec, self.link_tls.as_ref()))
-                {
+                match spec_from_json(&row.spec).and_then(|spec| {
+                    entry_for(
+                        &row.name,
+                        &spec,
+                        self.link_tls.as_ref(),
+                        self.substrate.as_deref(),
+                    )
+                }) {
                     Ok(backend) => {
                         if self.harnesses.register(row.name.clone(), backend).is_ok() {
                             loaded += 1;
@@ -363,7 +410,12 @@ impl RegistryService {
         let spec = req
             .spec
             .ok_or(ServerError::MissingField { field: "spec" })?;
-        let entry = entry_for(&req.name, &spec, self.link_tls.as_ref())?;
+        let entry = entry_for(
+            &req.name,
+            &spec,
+            self.link_tls.as_ref(),
+            self.substrate.as_deref(),
+        )?;
         let (json, digest) = canonical_spec(&spec)?;
         let (row, outcome) = self
             .journal

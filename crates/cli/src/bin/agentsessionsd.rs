@@ -464,7 +464,10 @@ async fn serve(
     } = listeners;
     let health = serve_options.health.clone();
     let assembled = build_service_with_tools(journal.clone(), &config, mcp.clone(), identity)?;
-    let registry = agentsessions_server::RegistryService::new(&assembled.service);
+    let mut registry = agentsessions_server::RegistryService::new(&assembled.service);
+    if let Some(substrate) = &assembled.substrate {
+        registry = registry.with_substrate(std::sync::Arc::clone(substrate));
+    }
     let registered = registry
         .load()
         .await
