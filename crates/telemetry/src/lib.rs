@@ -8,7 +8,7 @@
 //! - [`content`]: whether prompt and completion content may go on spans (off unless enabled).
 //! - `config` and `subscriber` (feature `export`): the `[telemetry]` settings resolved against
 //!   the standard `OTEL_*` variables, and the tracing subscriber with its OTLP exporter.
-//! - `http` (feature `http`): `GET /metrics`.
+//! - `http` (feature `http`): `GET /metrics`, and the span of each request on the HTTP listener.
 #![warn(missing_docs)]
 
 pub mod bounded;
@@ -27,7 +27,7 @@ pub mod subscriber;
 pub use config::{Protocol, ResolvedTelemetry, TelemetryConfig};
 pub use error::TelemetryError;
 #[cfg(feature = "http")]
-pub use http::metrics_router;
+pub use http::{metrics_router, trace_requests};
 pub use metrics::{GaugeSource, metrics};
 #[cfg(feature = "export")]
 pub use subscriber::{LogFormat, Telemetry};
