@@ -660,11 +660,13 @@ impl rmcp::ServerHandler for Pinger {
         _request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        self.0
-            .metas
-            .lock()
-            .unwrap()
-            .push(context.meta.get_traceparent().unwrap_or_default().to_owned());
+        self.0.metas.lock().unwrap().push(
+            context
+                .meta
+                .get_traceparent()
+                .unwrap_or_default()
+                .to_owned(),
+        );
         Ok(rmcp::model::CallToolResponse::Complete(
             rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("pong")]),
         ))
@@ -685,8 +687,9 @@ fn mcp_over_http(runtime: &tokio::runtime::Runtime, seen: &SeenByMcp) -> String 
         StreamableHttpServerConfig::default(),
     );
     let headers = Arc::clone(&seen.headers);
-    let app = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn(
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let headers = Arc::clone(&headers);
                 async move {
@@ -702,8 +705,7 @@ fn mcp_over_http(runtime: &tokio::runtime::Runtime, seen: &SeenByMcp) -> String 
                     next.run(request).await
                 }
             },
-        ),
-    );
+        ));
     runtime.spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -749,9 +751,20 @@ fn an_mcp_server_over_http_receives_the_tool_calls_trace_context() {
 
     let headers = seen.headers.lock().unwrap().clone();
     let traced: Vec<&String> = headers.iter().filter(|h| !h.is_empty()).collect();
-    assert!(headers.len() > 1, "initialize and tools/list came first: {headers:?}");
-    assert_eq!(traced.len(), 1, "only the tools/call is traced: {headers:?}");
-    assert_eq!(trace_and_parent(traced[0]), expected, "the header names the tool-call span");
+    assert!(
+        headers.len() > 1,
+        "initialize and tools/list came first: {headers:?}"
+    );
+    assert_eq!(
+        traced.len(),
+        1,
+        "only the tools/call is traced: {headers:?}"
+    );
+    assert_eq!(
+        trace_and_parent(traced[0]),
+        expected,
+        "the header names the tool-call span"
+    );
     let metas = seen.metas.lock().unwrap().clone();
     assert_eq!(metas, [traced[0].clone()], "_meta carries the same context");
 }
@@ -793,7 +806,11 @@ fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
     let parked = String::from_utf8_lossy(&parked.stdout).into_owned();
     assert!(parked.contains("APPROVAL_REQUEST"), "{parked}");
     let uid = session_of(&parked);
-    assert_eq!(traceparents.lock().unwrap().len(), 1, "one live call before the park");
+    assert_eq!(
+        traceparents.lock().unwrap().len(),
+        1,
+        "one live call before the park"
+    );
 
     let approved = daemon.ok(&["approve", "--session", &uid]);
     assert!(approved.contains("resumed"), "{approved}");
@@ -811,7 +828,12 @@ fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
     let replayed: Vec<&Span> = models
         .iter()
         .copied()
-        .filter(|m| matches!(attributes(m).get("agentsessions.replayed"), Some(Any::BoolValue(true))))
+        .filter(|m| {
+            matches!(
+                attributes(m).get("agentsessions.replayed"),
+                Some(Any::BoolValue(true))
+            )
+        })
         .collect();
     assert_eq!(replayed.len(), 1, "one replayed call: {models:?}");
     let replayed = replayed[0];
@@ -830,7 +852,10 @@ fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
         .into_iter()
         .find(|s| text(s, "operation") == "resume")
         .unwrap_or_else(|| panic!("a resume turn: {:?}", named(&spans, TURN)));
-    assert_eq!(replayed.parent_span_id, resumed.span_id, "replayed inside the resume");
+    assert_eq!(
+        replayed.parent_span_id, resumed.span_id,
+        "replayed inside the resume"
+    );
     // The approved tool ran in the resume, with how long the approval took.
     let tool = one(&spans, TOOL_CALL);
     assert_eq!(tool.parent_span_id, resumed.span_id);
@@ -857,16 +882,11 @@ fn logs_name_the_session_and_warn_on_failures_without_colour() {
     let traceparents = Arc::new(Mutex::new(Vec::new()));
     let model_url = stub_model(&rt, &traceparents);
     let with_password = model_url.replace("http://", "http://user:sk-hush@");
-    let config = write_config_with(
-        d,
-        &with_password,
-        "\"never\"",
-        "model_retries = 0",
-        "",
+    let config = write_config_with(d, &with_password, "\"never\"", "model_retries = 0", "");
+    let secret_env = std::fs::read_to_string(&config).unwrap().replace(
+        "MCP_FIXTURE_COUNT_FILE",
+        "FIXTURE_SECRET = \"tok-hush\", MCP_FIXTURE_COUNT_FILE",
     );
-    let secret_env = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("MCP_FIXTURE_COUNT_FILE", "FIXTURE_SECRET = \"tok-hush\", MCP_FIXTURE_COUNT_FILE");
     std::fs::write(&config, secret_env).unwrap();
     let log = d.join("daemon.log");
     let mut command = Daemon::command();
@@ -900,7 +920,11 @@ fn logs_name_the_session_and_warn_on_failures_without_colour() {
     for secret in ["sk-hush", "tok-hush", "stub-key"] {
         assert!(!all.contains(secret), "{secret} leaked:\n{all}");
     }
-    assert!(lines[0].contains("FIXTURE_SECRET"), "variable names stay: {}", lines[0]);
+    assert!(
+        lines[0].contains("FIXTURE_SECRET"),
+        "variable names stay: {}",
+        lines[0]
+    );
     assert!(lines[0].contains(KEY_VARIABLE), "{}", lines[0]);
 
     let in_turn: Vec<&String> = lines.iter().filter(|l| l.contains("turn{")).collect();
@@ -921,12 +945,21 @@ fn logs_name_the_session_and_warn_on_failures_without_colour() {
     };
     let tool = warned("tool call failed");
     assert!(tool.contains(" WARN "), "{tool}");
-    assert!(tool.contains("kind=\"tool_error\"") || tool.contains("kind=tool_error"), "{tool}");
-    assert!(tool.contains(&format!("session_uid={tool_session}")), "{tool}");
+    assert!(
+        tool.contains("kind=\"tool_error\"") || tool.contains("kind=tool_error"),
+        "{tool}"
+    );
+    assert!(
+        tool.contains(&format!("session_uid={tool_session}")),
+        "{tool}"
+    );
     let model = warned("model call failed");
     assert!(model.contains(" WARN "), "{model}");
     assert!(model.contains("kind="), "{model}");
-    assert!(model.contains(&format!("session_uid={model_session}")), "{model}");
+    assert!(
+        model.contains(&format!("session_uid={model_session}")),
+        "{model}"
+    );
 }
 
 /// `GET path` on `addr` with `headers`; the status line.
@@ -1004,14 +1037,21 @@ fn an_http_api_request_continues_the_callers_trace() {
         .iter()
         .find(|s| s.name == "GET" && hex(&s.trace_id) == trace)
         .unwrap_or_else(|| panic!("a GET span in the caller's trace: {spans:?}"));
-    assert_eq!(hex(&request.parent_span_id), caller_span, "the caller's span is its parent");
+    assert_eq!(
+        hex(&request.parent_span_id),
+        caller_span,
+        "the caller's span is its parent"
+    );
     assert_eq!(text(request, "url.path"), "/api/v1/sessions");
     assert_eq!(int(request, "http.response.status_code"), 200);
     let rpc = spans
         .iter()
         .find(|s| s.name == list && hex(&s.trace_id) == trace)
         .unwrap();
-    assert_eq!(rpc.parent_span_id, request.span_id, "the RPC runs in the request");
+    assert_eq!(
+        rpc.parent_span_id, request.span_id,
+        "the RPC runs in the request"
+    );
 }
 
 /// `GET /metrics` from the daemon's HTTP listener, parsed.

@@ -223,9 +223,10 @@ impl ToolCallTrace {
             error.r#type = Empty,
         );
         if let Some(wait) = approval_wait {
+            // As i64: tracing-opentelemetry exports unsigned fields as strings.
             span.record(
                 "agentsessions.approval.wait_ms",
-                u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
             );
         }
         Self {

@@ -2,7 +2,7 @@
 //! not pooled (as rmcp's own default client: a reused connection whose last body was not fully
 //! read stalls on delayed ACKs).
 
-use reqwest::redirect::{Attempt, Action, Policy};
+use reqwest::redirect::{Action, Attempt, Policy};
 
 /// Hops a plain server may redirect through before the request fails.
 const MAX_REDIRECTS: usize = 10;

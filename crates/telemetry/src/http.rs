@@ -54,7 +54,8 @@ pub async fn trace_requests(request: Request, next: Next) -> Response {
     crate::propagation::parent_from_http(&span, request.headers());
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status();
-    span.record("http.response.status_code", status.as_u16());
+    // As i64: tracing-opentelemetry exports unsigned fields as strings.
+    span.record("http.response.status_code", i64::from(status.as_u16()));
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
     }
