@@ -321,6 +321,21 @@ fn int(span: &Span, key: &str) -> i64 {
     }
 }
 
+/// A string-array attribute of `span`.
+fn strings(span: &Span, key: &str) -> Vec<String> {
+    match attributes(span).get(key) {
+        Some(Any::ArrayValue(array)) => array
+            .values
+            .iter()
+            .map(|v| match &v.value {
+                Some(Any::StringValue(s)) => s.clone(),
+                other => panic!("{} has {key} holding {other:?}", span.name),
+            })
+            .collect(),
+        other => panic!("{} has {key} = {other:?}", span.name),
+    }
+}
+
 fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
     spans.iter().filter(|s| s.name == name).collect()
 }
@@ -444,15 +459,16 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
             "content is off by default"
         );
     }
-    let reasons: Vec<String> = models
+    // A string array, as the GenAI conventions type it.
+    let reasons: Vec<Vec<String>> = models
         .iter()
-        .map(|m| text(m, "gen_ai.response.finish_reasons"))
+        .map(|m| strings(m, "gen_ai.response.finish_reasons"))
         .collect();
     assert!(
-        reasons.contains(&"[\"tool_calls\"]".to_owned()),
+        reasons.contains(&vec!["tool_calls".to_owned()]),
         "{reasons:?}"
     );
-    assert!(reasons.contains(&"[\"stop\"]".to_owned()), "{reasons:?}");
+    assert!(reasons.contains(&vec!["stop".to_owned()]), "{reasons:?}");
 
     assert_eq!(text(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(text(tool, "gen_ai.tool.name"), "fixture__count");
@@ -840,8 +856,8 @@ fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
     // The recorded usage is on it, and it closed at once: no provider latency.
     assert_eq!(int(replayed, "gen_ai.usage.input_tokens"), 11);
     assert_eq!(
-        text(replayed, "gen_ai.response.finish_reasons"),
-        "[\"tool_calls\"]"
+        strings(replayed, "gen_ai.response.finish_reasons"),
+        ["tool_calls"]
     );
     assert!(
         duration_nanos(replayed) < 5_000_000,

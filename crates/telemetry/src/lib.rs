@@ -3,6 +3,7 @@
 //! - [`metrics`]: the process's Prometheus registry and the typed calls that record into it
 //!   (turns, model and tool calls, approvals, the journal, runtime operations, RPCs); label values
 //!   are bounded by [`bounded`].
+//! - [`attributes`]: span attributes `tracing` fields cannot express (string arrays).
 //! - [`propagation`]: W3C trace context taken from incoming gRPC/HTTP requests and put on
 //!   outgoing ones (Harness.Connect, model providers, MCP servers over HTTP).
 //! - [`content`]: whether prompt and completion content may go on spans (off unless enabled).
@@ -11,6 +12,7 @@
 //! - `http` (feature `http`): `GET /metrics`, and the span of each request on the HTTP listener.
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod bounded;
 #[cfg(feature = "export")]
 pub mod config;
