@@ -9,7 +9,8 @@
 //!
 //! `BENCH_TRACING` picks what observes the service: unset or `off`, no subscriber at all; `logs`,
 //! the daemon's log subscriber (lines to stderr); `otlp`, those logs plus every span exported
-//! over OTLP/gRPC to a receiver in this process that counts them (issue 17's "tracing on").
+//! over OTLP/gRPC to a receiver in this process (on its own thread) that counts them (issue 17's
+//! "tracing on").
 //!
 //! Run with `cargo bench -p agentsessions-cli --bench grpc`; `BENCH_QUICK=1` for a smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
@@ -152,6 +153,30 @@ impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Tra
     }
 }
 
+/// Serves `receiver` on a loopback port from its own thread and runtime, so receiving spans
+/// takes none of the service's workers (a real collector runs elsewhere); the port. The thread
+/// lives as long as the bench process.
+fn spawn_receiver(receiver: CountingReceiver) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let service = opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer::new(receiver);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+                .await;
+        });
+    });
+    port
+}
+
 /// Installs what `BENCH_TRACING` asks for; with `otlp`, also the receiver and its span count.
 async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, Counted)> {
     use agentsessions_telemetry::{LogFormat, Telemetry, TelemetryConfig};
@@ -160,15 +185,8 @@ async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, Counted)>
         "" | "off" => return None,
         "logs" => String::new(),
         "otlp" => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let port = listener.local_addr().unwrap().port();
             let receiver = CountingReceiver::default();
-            let service = opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer::new(receiver.clone());
-            tokio::spawn(
-                tonic::transport::Server::builder()
-                    .add_service(service)
-                    .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-            );
+            let port = spawn_receiver(receiver.clone());
             let config = TelemetryConfig {
                 otlp_endpoint: format!("http://127.0.0.1:{port}"),
                 otlp_protocol: "grpc".into(),

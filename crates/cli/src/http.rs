@@ -51,6 +51,9 @@ pub fn router(parts: HttpParts) -> Router {
         .route("/healthz", get(healthz))
         .merge(agentsessions_console::router(console))
         .merge(crate::observability::metrics_router(journal, &project))
+        .layer(axum::middleware::from_fn(
+            agentsessions_telemetry::trace_requests,
+        ))
 }
 
 /// Liveness for load balancers and scripts: the listener answers only while the daemon runs.

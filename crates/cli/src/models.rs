@@ -161,8 +161,10 @@ pub(crate) fn configured_model(
     Ok(Some(ConfiguredModel {
         provider,
         description: format!(
-            "{} via {provider_name} at {endpoint} ({key_note})",
-            config.model
+            "{} via {provider_name} at {} ({key_note})",
+            config.model,
+            // A password in the base URL never reaches the log line this ends up in.
+            crate::host::redact(&endpoint)
         ),
     }))
 }

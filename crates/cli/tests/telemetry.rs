@@ -32,6 +32,8 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{Value, json};
 
 const KEY_VARIABLE: &str = "TELEMETRY_TEST_MODEL_KEY";
+/// A prompt the stub model answers with 503.
+const PROVIDER_DOWN: &str = "provider down";
 
 /// Spans received so far, from every export.
 #[derive(Clone, Default)]
@@ -193,6 +195,16 @@ fn stub_model(runtime: &tokio::runtime::Runtime, traceparents: &Arc<Mutex<Vec<St
                     .to_owned();
                 seen.lock().unwrap().push(traceparent);
                 let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let last = request["messages"].as_array().and_then(|m| m.last());
+                if last.is_some_and(|m| m["content"] == PROVIDER_DOWN) {
+                    return (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        json!({"error": {"message": "overloaded", "type": "server_error"}})
+                            .to_string(),
+                    )
+                        .into_response();
+                }
                 let whole = answer(&request);
                 if request["stream"] == true {
                     (
@@ -231,6 +243,17 @@ fn fixture_server() -> PathBuf {
 
 /// Writes the daemon's config: the stub model, the fixture MCP server, and `telemetry`.
 fn write_config(dir: &Path, model_url: &str, telemetry: &str) -> PathBuf {
+    write_config_with(dir, model_url, "\"never\"", "", telemetry)
+}
+
+/// [`write_config`] with the fixture's `approval` and `extra` top-level settings.
+fn write_config_with(
+    dir: &Path,
+    model_url: &str,
+    approval: &str,
+    extra: &str,
+    telemetry: &str,
+) -> PathBuf {
     let config = dir.join("agentsessionsd.toml");
     std::fs::write(
         &config,
@@ -240,15 +263,17 @@ fn write_config(dir: &Path, model_url: &str, telemetry: &str) -> PathBuf {
              model_provider = \"openai\"\n\
              model_base_url = \"{model_url}\"\n\
              model_api_key_env = \"{KEY_VARIABLE}\"\n\
+             {extra}\n\
              [[mcp_servers]]\n\
              name = \"fixture\"\n\
              command = \"{server}\"\n\
-             env = {{ MCP_FIXTURE_COUNT_FILE = \"{count}\" }}\n\
-             approval = \"never\"\n\
+             env = {{ MCP_FIXTURE_COUNT_FILE = \"{count}\", MCP_FIXTURE_TRACE_FILE = \"{traces}\" }}\n\
+             approval = {approval}\n\
              [telemetry]\n\
              {telemetry}\n",
             server = fixture_server().display(),
             count = dir.join("count").display(),
+            traces = dir.join("traceparents").display(),
         ),
     )
     .unwrap();
@@ -296,6 +321,21 @@ fn int(span: &Span, key: &str) -> i64 {
     }
 }
 
+/// A string-array attribute of `span`.
+fn strings(span: &Span, key: &str) -> Vec<String> {
+    match attributes(span).get(key) {
+        Some(Any::ArrayValue(array)) => array
+            .values
+            .iter()
+            .map(|v| match &v.value {
+                Some(Any::StringValue(s)) => s.clone(),
+                other => panic!("{} has {key} holding {other:?}", span.name),
+            })
+            .collect(),
+        other => panic!("{} has {key} = {other:?}", span.name),
+    }
+}
+
 fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
     spans.iter().filter(|s| s.name == name).collect()
 }
@@ -310,10 +350,33 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The trace id and parent span id of a W3C `traceparent` (`00-TRACE-PARENT-FLAGS`).
+fn trace_and_parent(traceparent: &str) -> (String, String) {
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(parts.len(), 4, "a W3C traceparent: {traceparent:?}");
+    (parts[1].to_owned(), parts[2].to_owned())
+}
+
+/// Whether `span` is `ancestor` or runs, at any depth, inside it.
+fn descends_from(spans: &[Span], span: &Span, ancestor: &Span) -> bool {
+    let mut current = span;
+    for _ in 0..spans.len() {
+        if current.span_id == ancestor.span_id {
+            return true;
+        }
+        match spans.iter().find(|s| s.span_id == current.parent_span_id) {
+            Some(parent) => current = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
 const TURN: &str = "invoke_agent chat";
 const MODEL_CALL: &str = "chat stub-model";
 const TOOL_CALL: &str = "execute_tool fixture__count";
 const EXEC: &str = "agentsessions.v1.Sessions/Exec";
+const JOURNAL_COMMIT: &str = "journal commit";
 
 fn turn_is_exported(spans: &[Span]) -> bool {
     named(spans, MODEL_CALL).len() == 2
@@ -396,15 +459,16 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
             "content is off by default"
         );
     }
-    let reasons: Vec<String> = models
+    // A string array, as the GenAI conventions type it.
+    let reasons: Vec<Vec<String>> = models
         .iter()
-        .map(|m| text(m, "gen_ai.response.finish_reasons"))
+        .map(|m| strings(m, "gen_ai.response.finish_reasons"))
         .collect();
     assert!(
-        reasons.contains(&"[\"tool_calls\"]".to_owned()),
+        reasons.contains(&vec!["tool_calls".to_owned()]),
         "{reasons:?}"
     );
-    assert!(reasons.contains(&"[\"stop\"]".to_owned()), "{reasons:?}");
+    assert!(reasons.contains(&vec!["stop".to_owned()]), "{reasons:?}");
 
     assert_eq!(text(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(text(tool, "gen_ai.tool.name"), "fixture__count");
@@ -412,6 +476,33 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
     assert_eq!(
         text(tool, "agentsessions.tool.mediation"),
         "CONTROLLER_MEDIATED"
+    );
+
+    // Each journal commit of the turn is a span of its trace, under the turn.
+    let commits: Vec<&Span> = named(&spans, JOURNAL_COMMIT)
+        .into_iter()
+        .filter(|c| c.trace_id == exec.trace_id)
+        .collect();
+    assert!(
+        commits.len() >= 2,
+        "the turn's commits are traced: {commits:?}"
+    );
+    for commit in &commits {
+        assert!(int(commit, "agentsessions.journal.records") >= 1);
+        assert!(
+            descends_from(&spans, commit, turn),
+            "a commit of the turn runs inside it"
+        );
+    }
+
+    // The stdio MCP server got the tool call's context in the request's `_meta` (SEP-414).
+    let recorded = std::fs::read_to_string(d.join("traceparents")).unwrap();
+    let recorded: Vec<&str> = recorded.lines().collect();
+    assert_eq!(recorded.len(), 1, "one tools/call: {recorded:?}");
+    assert_eq!(
+        trace_and_parent(recorded[0]),
+        (hex(&exec.trace_id), hex(&tool.span_id)),
+        "the server's _meta names the tool-call span"
     );
 
     // The provider received each model call's context: the trace, and the model span as parent.
@@ -522,15 +613,460 @@ fn a_remote_harness_receives_the_trace_context() {
     let out = daemon.ok(&["exec", "--harness", "far", "hello"]);
     assert!(out.contains("END  COMPLETED"), "{out}");
     let spans = received.wait_for("the remote turn", |spans| {
-        named(spans, EXEC).len() == 1 && named(spans, "invoke_agent far").len() == 1
+        named(spans, EXEC).len() == 1
+            && named(spans, "invoke_agent far").len() == 1
+            && !named(spans, "runtime create").is_empty()
     });
     let exec = one(&spans, EXEC);
     let trace = hex(&exec.trace_id);
+    // Placing the harness is a runtime operation of the RPC's trace.
+    let create = named(&spans, "runtime create");
+    assert!(
+        create
+            .iter()
+            .any(|c| c.trace_id == exec.trace_id && text(c, "operation") == "create"),
+        "runtime create in the Exec trace: {create:?}"
+    );
     let seen = connects.lock().unwrap().clone();
     assert!(
         seen.iter()
             .any(|t| t.split('-').nth(1) == Some(trace.as_str())),
         "the harness saw the Exec trace {trace}: {seen:?}"
+    );
+}
+
+/// What the MCP server over HTTP saw: the `traceparent` header of every POST, and the
+/// `traceparent` in each `tools/call`'s `_meta`.
+#[derive(Clone, Default)]
+struct SeenByMcp {
+    headers: Arc<Mutex<Vec<String>>>,
+    metas: Arc<Mutex<Vec<String>>>,
+}
+
+/// An rmcp server offering `ping`, recording the trace context of each call.
+#[derive(Clone)]
+struct Pinger(SeenByMcp);
+
+impl rmcp::ServerHandler for Pinger {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let schema = json!({"type": "object"});
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![
+            rmcp::model::Tool::new(
+                "ping",
+                "Answers pong",
+                schema.as_object().cloned().unwrap_or_default(),
+            ),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        _request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        self.0.metas.lock().unwrap().push(
+            context
+                .meta
+                .get_traceparent()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+        Ok(rmcp::model::CallToolResponse::Complete(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("pong")]),
+        ))
+    }
+}
+
+/// The MCP server over streamable HTTP on 127.0.0.1; its URL.
+fn mcp_over_http(runtime: &tokio::runtime::Runtime, seen: &SeenByMcp) -> String {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let (listener, port) = bind(runtime);
+    let handler = Pinger(seen.clone());
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let headers = Arc::clone(&seen.headers);
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let headers = Arc::clone(&headers);
+                async move {
+                    if request.method() == axum::http::Method::POST {
+                        let traceparent = request
+                            .headers()
+                            .get("traceparent")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        headers.lock().unwrap().push(traceparent);
+                    }
+                    next.run(request).await
+                }
+            },
+        ));
+    runtime.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+// issue 17: an MCP server reached over streamable HTTP continues the turn's trace — the POST
+// carrying the tools/call has the tool-call span's `traceparent` header, the request's `_meta`
+// the same value; discovery, which belongs to no turn, carries none.
+#[test]
+fn an_mcp_server_over_http_receives_the_tool_calls_trace_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = grpc_receiver(&rt, &received);
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let seen = SeenByMcp::default();
+    let mcp_url = mcp_over_http(&rt, &seen);
+    let config = d.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"agents.db\"\nmodel = \"stub-model\"\nmodel_provider = \"openai\"\n\
+             model_base_url = \"{model_url}\"\nmodel_api_key_env = \"{KEY_VARIABLE}\"\n\
+             [[mcp_servers]]\nname = \"web\"\nurl = \"{mcp_url}\"\napproval = \"never\"\n\
+             [telemetry]\notlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\"\n"
+        ),
+    )
+    .unwrap();
+    let daemon = start(d, &config, &[]);
+    let out = daemon.ok(&["exec", "--harness", "chat", "call", "web__ping", "{}"]);
+    assert!(out.contains("END  COMPLETED"), "{out}");
+    assert!(out.contains("pong"), "the tool answered: {out}");
+    let tool_call = "execute_tool web__ping";
+    let spans = received.wait_for("the turn's spans", |spans| {
+        named(spans, tool_call).len() == 1 && named(spans, EXEC).len() == 1
+    });
+    let exec = one(&spans, EXEC);
+    let tool = one(&spans, tool_call);
+    let expected = (hex(&exec.trace_id), hex(&tool.span_id));
+
+    let headers = seen.headers.lock().unwrap().clone();
+    let traced: Vec<&String> = headers.iter().filter(|h| !h.is_empty()).collect();
+    assert!(
+        headers.len() > 1,
+        "initialize and tools/list came first: {headers:?}"
+    );
+    assert_eq!(
+        traced.len(),
+        1,
+        "only the tools/call is traced: {headers:?}"
+    );
+    assert_eq!(
+        trace_and_parent(traced[0]),
+        expected,
+        "the header names the tool-call span"
+    );
+    let metas = seen.metas.lock().unwrap().clone();
+    assert_eq!(metas, [traced[0].clone()], "_meta carries the same context");
+}
+
+fn session_of(out: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned()
+}
+
+fn duration_nanos(span: &Span) -> u64 {
+    span.end_time_unix_nano
+        .saturating_sub(span.start_time_unix_nano)
+}
+
+// issue 17: a turn resumed after an approval replays the model call made before it parked:
+// that call gets a span marked replayed, which sends nothing to the provider and carries no
+// provider latency; the call after the tool is live.
+#[test]
+fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = grpc_receiver(&rt, &received);
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let config = write_config_with(
+        d,
+        &model_url,
+        "[\"count\"]",
+        "",
+        &format!("otlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\""),
+    );
+    let daemon = start(d, &config, &[]);
+    let parked = daemon.ctl(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+    let parked = String::from_utf8_lossy(&parked.stdout).into_owned();
+    assert!(parked.contains("APPROVAL_REQUEST"), "{parked}");
+    let uid = session_of(&parked);
+    assert_eq!(
+        traceparents.lock().unwrap().len(),
+        1,
+        "one live call before the park"
+    );
+
+    let approved = daemon.ok(&["approve", "--session", &uid]);
+    assert!(approved.contains("resumed"), "{approved}");
+    let spans = received.wait_for("the resumed turn", |spans| {
+        named(spans, MODEL_CALL).len() == 3
+            && named(spans, TOOL_CALL).len() == 1
+            && named(spans, TURN).len() == 2
+    });
+    assert_eq!(
+        traceparents.lock().unwrap().len(),
+        2,
+        "the replayed call never reached the provider"
+    );
+    let models = named(&spans, MODEL_CALL);
+    let replayed: Vec<&Span> = models
+        .iter()
+        .copied()
+        .filter(|m| {
+            matches!(
+                attributes(m).get("agentsessions.replayed"),
+                Some(Any::BoolValue(true))
+            )
+        })
+        .collect();
+    assert_eq!(replayed.len(), 1, "one replayed call: {models:?}");
+    let replayed = replayed[0];
+    // The recorded usage is on it, and it closed at once: no provider latency.
+    assert_eq!(int(replayed, "gen_ai.usage.input_tokens"), 11);
+    assert_eq!(
+        strings(replayed, "gen_ai.response.finish_reasons"),
+        ["tool_calls"]
+    );
+    assert!(
+        duration_nanos(replayed) < 5_000_000,
+        "a replayed call lasts no provider round trip: {} ns",
+        duration_nanos(replayed)
+    );
+    let resumed = named(&spans, TURN)
+        .into_iter()
+        .find(|s| text(s, "operation") == "resume")
+        .unwrap_or_else(|| panic!("a resume turn: {:?}", named(&spans, TURN)));
+    assert_eq!(
+        replayed.parent_span_id, resumed.span_id,
+        "replayed inside the resume"
+    );
+    // The approved tool ran in the resume, with how long the approval took.
+    let tool = one(&spans, TOOL_CALL);
+    assert_eq!(tool.parent_span_id, resumed.span_id);
+    assert!(int(tool, "agentsessions.approval.wait_ms") >= 0);
+}
+
+/// The lines of the daemon log at `path`.
+fn log_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+// issue 17: logs an operator can use — no colour codes in a file, the effective configuration
+// first with secrets left out, every line inside a turn naming its session uid and execution id,
+// and provider and tool failures at WARN with their kind.
+#[test]
+fn logs_name_the_session_and_warn_on_failures_without_colour() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let traceparents = Arc::new(Mutex::new(Vec::new()));
+    let model_url = stub_model(&rt, &traceparents);
+    let with_password = model_url.replace("http://", "http://user:sk-hush@");
+    let config = write_config_with(d, &with_password, "\"never\"", "model_retries = 0", "");
+    let secret_env = std::fs::read_to_string(&config).unwrap().replace(
+        "MCP_FIXTURE_COUNT_FILE",
+        "FIXTURE_SECRET = \"tok-hush\", MCP_FIXTURE_COUNT_FILE",
+    );
+    std::fs::write(&config, secret_env).unwrap();
+    let log = d.join("daemon.log");
+    let mut command = Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .current_dir(d)
+        .env(KEY_VARIABLE, "stub-key")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let daemon = Daemon::spawn(command, false);
+
+    let failed_tool = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__fail", "{}"]);
+    assert!(failed_tool.contains("END  COMPLETED"), "{failed_tool}");
+    let tool_session = session_of(&failed_tool);
+    let down = daemon.ctl(&["exec", "--harness", "chat", PROVIDER_DOWN]);
+    let down = String::from_utf8_lossy(&down.stdout).into_owned();
+    let model_session = session_of(&down);
+    drop(daemon);
+
+    let lines = log_lines(&log);
+    let all = lines.join("\n");
+    assert!(!all.contains('\u{1b}'), "no colour codes in a file:\n{all}");
+    assert!(
+        lines[0].contains("effective configuration"),
+        "the first line is the configuration: {}",
+        lines[0]
+    );
+    for secret in ["sk-hush", "tok-hush", "stub-key"] {
+        assert!(!all.contains(secret), "{secret} leaked:\n{all}");
+    }
+    assert!(
+        lines[0].contains("FIXTURE_SECRET"),
+        "variable names stay: {}",
+        lines[0]
+    );
+    assert!(lines[0].contains(KEY_VARIABLE), "{}", lines[0]);
+
+    let in_turn: Vec<&String> = lines.iter().filter(|l| l.contains("turn{")).collect();
+    assert!(!in_turn.is_empty(), "{all}");
+    for line in &in_turn {
+        assert!(
+            line.contains("session_uid=sess-") && line.contains("execution_id="),
+            "a line inside a turn names its session and execution: {line}"
+        );
+        assert!(!line.contains("execution_id= "), "{line}");
+    }
+    let warned = |what: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} line:\n{all}"))
+            .clone()
+    };
+    let tool = warned("tool call failed");
+    assert!(tool.contains(" WARN "), "{tool}");
+    assert!(
+        tool.contains("kind=\"tool_error\"") || tool.contains("kind=tool_error"),
+        "{tool}"
+    );
+    assert!(
+        tool.contains(&format!("session_uid={tool_session}")),
+        "{tool}"
+    );
+    let model = warned("model call failed");
+    assert!(model.contains(" WARN "), "{model}");
+    assert!(model.contains("kind="), "{model}");
+    assert!(
+        model.contains(&format!("session_uid={model_session}")),
+        "{model}"
+    );
+}
+
+/// `GET path` on `addr` with `headers`; the status line.
+fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
+}
+
+// issue 17: W3C trace context is taken from incoming HTTP requests too — a JSON API call with a
+// `traceparent` is a server span of the caller's trace, and the Sessions RPC it makes runs
+// inside it.
+#[test]
+fn an_http_api_request_continues_the_callers_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rt = runtime();
+    let received = Received::default();
+    let endpoint = grpc_receiver(&rt, &received);
+    let config = d.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"j.db\"\nmodel = \"echo\"\n\
+             [telemetry]\notlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\"\n"
+        ),
+    )
+    .unwrap();
+    let mut command = Daemon::command();
+    command
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config)
+        .current_dir(d)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .stderr(Stdio::null());
+    let daemon = Daemon::spawn(command, false);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller_span = "00f067aa0ba902b7";
+    let status = http_get(
+        &daemon.http,
+        "/api/v1/sessions",
+        &[("traceparent", &format!("00-{trace}-{caller_span}-01"))],
+    );
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let list = "agentsessions.v1.Sessions/ListSessions";
+    let spans = received.wait_for("the API request's spans", |spans| {
+        let in_trace = |name: &str| {
+            spans
+                .iter()
+                .any(|s| s.name == name && hex(&s.trace_id) == trace)
+        };
+        in_trace(list) && in_trace("GET")
+    });
+    let request = spans
+        .iter()
+        .find(|s| s.name == "GET" && hex(&s.trace_id) == trace)
+        .unwrap_or_else(|| panic!("a GET span in the caller's trace: {spans:?}"));
+    assert_eq!(
+        hex(&request.parent_span_id),
+        caller_span,
+        "the caller's span is its parent"
+    );
+    assert_eq!(text(request, "url.path"), "/api/v1/sessions");
+    assert_eq!(int(request, "http.response.status_code"), 200);
+    let rpc = spans
+        .iter()
+        .find(|s| s.name == list && hex(&s.trace_id) == trace)
+        .unwrap();
+    assert_eq!(
+        rpc.parent_span_id, request.span_id,
+        "the RPC runs in the request"
     );
 }
 

@@ -77,7 +77,6 @@ fn model_span(provider: &str, model: &str, messages: &[Message], replayed: bool)
         gen_ai.provider.name = %provider,
         gen_ai.request.model = %model,
         gen_ai.response.model = Empty,
-        gen_ai.response.finish_reasons = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.input.messages = Empty,
@@ -97,9 +96,11 @@ fn record_response(span: &Span, response: &ModelResponse) {
     }
     span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
     span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
-    span.record(
+    // A string array, as the conventions type it (a `tracing` field could only be a string).
+    agentsessions_telemetry::attributes::set_string_array(
+        span,
         "gen_ai.response.finish_reasons",
-        finish_reasons(&response.message),
+        &[finish_reason(&response.message)],
     );
     if capture_content() {
         span.record(
@@ -168,11 +169,11 @@ pub(crate) fn model_replayed(
 }
 
 /// The finish reason a completion implies: `tool_calls` when it asks for tools, else `stop`.
-fn finish_reasons(message: &Message) -> &'static str {
+fn finish_reason(message: &Message) -> &'static str {
     if message.parts.iter().any(|p| matches!(p, Part::ToolCall(_))) {
-        "[\"tool_calls\"]"
+        "tool_calls"
     } else {
-        "[\"stop\"]"
+        "stop"
     }
 }
 
@@ -223,9 +224,10 @@ impl ToolCallTrace {
             error.r#type = Empty,
         );
         if let Some(wait) = approval_wait {
+            // As i64: tracing-opentelemetry exports unsigned fields as strings.
             span.record(
                 "agentsessions.approval.wait_ms",
-                u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
             );
         }
         Self {

@@ -69,7 +69,8 @@ pub async fn append<C>(
     let span = tracing::info_span!(
         "journal_commit",
         otel.name = "journal commit",
-        agentsessions.journal.records = events.len(),
+        // As i64: tracing-opentelemetry exports unsigned fields as strings.
+        agentsessions.journal.records = i64::try_from(events.len()).unwrap_or(i64::MAX),
         agentsessions.journal.durable = durable,
         expected_last_seq,
     );

@@ -182,17 +182,6 @@ where
     }
 }
 
-/// The HTTP client under [`DelegatingClient`]: no redirect is followed, so a bearer token is
-/// only ever sent to the configured URL, and idle connections are not pooled (as rmcp's own
-/// default client, which avoids stalls on reused connections).
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use rmcp::model::{

@@ -333,6 +333,7 @@ impl ToolExecutor for McpHub {
         };
         let mut params = CallToolRequestParams::new(tool.clone());
         params.arguments.clone_from(&call.args);
+        crate::trace_context::stamp(&mut params);
         let limit = slot.config.timeout(&tool);
         let outcome = match send(&peer, params, token, limit).await {
             Sent::Answered(answer) => StoredOutcome::Answered(answer),

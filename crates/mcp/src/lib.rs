@@ -6,10 +6,12 @@
 mod config;
 mod delegation;
 mod error;
+mod http_client;
 mod hub;
 mod ledger;
 mod result;
 mod server;
+mod trace_context;
 
 pub use config::{
     ApprovalKeyword, ApprovalRule, DEFAULT_TOOL_TIMEOUT_SECS, DelegatedTokenConfig, Endpoint,

@@ -15,7 +15,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Endpoint, McpServerConfig};
-use crate::delegation::{DelegatingClient, http_client};
+use crate::delegation::DelegatingClient;
+use crate::http_client;
+use crate::trace_context::TraceHeaders;
 
 /// Backoff and startup bounds of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,8 +210,9 @@ async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Conne
             }
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            // Each tool call's trace context rides as headers too (`crate::trace_context`).
             if config.delegated_token.is_some() {
-                let client = DelegatingClient::new(http_client()?);
+                let client = TraceHeaders::new(DelegatingClient::new(http_client::delegating()?));
                 watcher
                     .serve(StreamableHttpClientTransport::with_client(
                         client,
@@ -218,8 +221,12 @@ async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Conne
                     .await
                     .map_err(|e| format!("initialize failed: {e}"))
             } else {
+                let client = TraceHeaders::new(http_client::plain()?);
                 watcher
-                    .serve(StreamableHttpClientTransport::from_config(transport_config))
+                    .serve(StreamableHttpClientTransport::with_client(
+                        client,
+                        transport_config,
+                    ))
                     .await
                     .map_err(|e| format!("initialize failed: {e}"))
             }

@@ -3,14 +3,16 @@
 //! - [`metrics`]: the process's Prometheus registry and the typed calls that record into it
 //!   (turns, model and tool calls, approvals, the journal, runtime operations, RPCs); label values
 //!   are bounded by [`bounded`].
+//! - [`attributes`]: span attributes `tracing` fields cannot express (string arrays).
 //! - [`propagation`]: W3C trace context taken from incoming gRPC/HTTP requests and put on
 //!   outgoing ones (Harness.Connect, model providers, MCP servers over HTTP).
 //! - [`content`]: whether prompt and completion content may go on spans (off unless enabled).
 //! - `config` and `subscriber` (feature `export`): the `[telemetry]` settings resolved against
 //!   the standard `OTEL_*` variables, and the tracing subscriber with its OTLP exporter.
-//! - `http` (feature `http`): `GET /metrics`.
+//! - `http` (feature `http`): `GET /metrics`, and the span of each request on the HTTP listener.
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod bounded;
 #[cfg(feature = "export")]
 pub mod config;
@@ -27,7 +29,7 @@ pub mod subscriber;
 pub use config::{Protocol, ResolvedTelemetry, TelemetryConfig};
 pub use error::TelemetryError;
 #[cfg(feature = "http")]
-pub use http::metrics_router;
+pub use http::{metrics_router, trace_requests};
 pub use metrics::{GaugeSource, metrics};
 #[cfg(feature = "export")]
 pub use subscriber::{LogFormat, Telemetry};

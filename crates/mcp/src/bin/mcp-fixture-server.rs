@@ -5,6 +5,9 @@
 //! `sleep` (waits `ms`), `crash` (exits the process), `garbage` (writes a line that is not
 //! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
 //! `notifications/tools/list_changed`).
+//!
+//! With `MCP_FIXTURE_TRACE_FILE` set, the `traceparent` in each `tools/call`'s `_meta` (SEP-414)
+//! is appended to that file, one line per call (empty when the call carried none).
 #![allow(clippy::print_stdout, reason = "stdout is the MCP transport")]
 
 use std::io::Write as _;
@@ -81,6 +84,23 @@ impl Fixture {
     }
 }
 
+/// Appends `traceparent` to the file `MCP_FIXTURE_TRACE_FILE` names, when it names one.
+fn record_traceparent(traceparent: Option<&str>) {
+    let Ok(path) = std::env::var("MCP_FIXTURE_TRACE_FILE") else {
+        return;
+    };
+    let line = format!("{}\n", traceparent.unwrap_or_default());
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(line.as_bytes()));
+    if let Err(e) = appended {
+        // stderr: stdout is the transport.
+        eprintln!("mcp-fixture-server: cannot record the traceparent in {path}: {e}");
+    }
+}
+
 fn write_garbage() {
     let mut out = std::io::stdout().lock();
     let _ignored = out.write_all(b"this is {not json-rpc\n");
@@ -114,6 +134,7 @@ impl ServerHandler for Fixture {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        record_traceparent(context.meta.get_traceparent());
         let args = request.arguments.as_ref();
         let result = match request.name.as_ref() {
             "add" => {
