@@ -111,15 +111,18 @@ mod tests {
                 fence: 1,
                 event: agentsessions_api::Event::new(
                     agentsessions_api::EventKind::Input,
-                    agentsessions_api::EventBody::Message(agentsessions_api::Message::text_message(
-                        "user", "x",
-                    )),
+                    agentsessions_api::EventBody::Message(
+                        agentsessions_api::Message::text_message("user", "x"),
+                    ),
                 ),
                 committed_at: None,
             })
             .collect();
         let seqs = |from, last| -> Vec<i64> {
-            seq_range(&records, from, last).iter().map(|r| r.seq).collect()
+            seq_range(&records, from, last)
+                .iter()
+                .map(|r| r.seq)
+                .collect()
         };
         assert_eq!(seqs(3, 5), [3, 4, 5]);
         assert_eq!(seqs(1, 100), (1..=10).collect::<Vec<_>>());
