@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
-    ApiError, ApprovalDecision, ApprovalRef, Delta, Descriptor, EventKind, EventSink, Harness,
+    ApiError, ApprovalDecision, ApprovalRef, Delta, Descriptor, EventSink, Harness,
     IdentityContext, Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start,
     StatusCode, Timestamp,
 };
