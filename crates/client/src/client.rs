@@ -10,6 +10,10 @@ use crate::error::{ClientError, Result};
 use crate::options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
 use crate::watch::Watch;
 
+/// Records asked for per `ReadRecords` page: the server's maximum, so a long log takes few
+/// round trips (pages still end early at the server's byte cap).
+const READ_PAGE_RECORDS: i32 = 10_000;
+
 /// A connection to a Sessions server.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -286,7 +290,7 @@ impl Client {
                     session: uid.to_owned(),
                     from_seq: next,
                     to_seq: to,
-                    max_records: 0,
+                    max_records: READ_PAGE_RECORDS,
                 }))
                 .await?
                 .into_inner();
