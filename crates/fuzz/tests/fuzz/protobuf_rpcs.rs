@@ -313,3 +313,42 @@ fn every_rpc_answers_any_request_without_panicking() {
     );
     runtime.block_on(host.sessions.shutdown());
 }
+
+// Regression (found by inspection while writing this target, then by this test): a Replay whose
+// range ends at i64::MAX overflowed the page arithmetic in the replay task (a panic in debug
+// builds, a wrapped range in release).
+#[test]
+fn a_replay_ending_at_the_largest_seq_does_not_overflow() {
+    count_worker_panics();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(WORKER)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let sessions =
+            ServerBuilder::new(Arc::new(MemoryJournal::new()), Arc::new(EchoModel::new()))
+                .harness(
+                    "echo",
+                    Arc::new(EchoHarness::new()),
+                    RuntimeCapabilities::default(),
+                )
+                .build()
+                .unwrap();
+        let before = WORKER_PANICS.load(Ordering::SeqCst);
+        for from_seq in [i64::MAX - 1, i64::MAX - 999, 1] {
+            let stream = sessions
+                .replay(Request::new(pb::ReplayRequest {
+                    session: "nobody".into(),
+                    from_seq,
+                    to_seq: i64::MAX,
+                }))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(drain(stream).await, 0);
+        }
+        assert_eq!(WORKER_PANICS.load(Ordering::SeqCst), before);
+    });
+}
