@@ -82,3 +82,34 @@ fn reference_journals_import_or_fail_and_export_back_exactly() {
         },
     );
 }
+
+// Regression (found while writing this target): loading a reference journal raised the
+// session's fence one new fence at a time up to each record's fence, so a file claiming fence
+// 9223372036854775807 held the loader (and the journal's writer) for ever; and a record at seq
+// i64::MIN overflowed `seq - 1`. Both are refused now, at once.
+#[test]
+fn a_reference_journal_with_an_absurd_fence_or_seq_is_refused_at_once() {
+    let corpus = Corpus::load("reference_json").unwrap();
+    let text = String::from_utf8(corpus.seed("completed.json").unwrap().to_vec()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (fence, seq) in [(i64::MAX, None), (1, Some(i64::MIN))] {
+        let mut imported = import_reference_json(&text).unwrap();
+        imported.records[0].fence = fence;
+        if let Some(seq) = seq {
+            imported.records[0].seq = seq;
+        }
+        let journal = MemoryJournal::new();
+        let loaded = runtime.block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                load_records(&journal, "s", &imported.records),
+            )
+            .await
+        });
+        let refused = loaded.expect("the load returns at once");
+        assert!(refused.is_err(), "fence {fence} seq {seq:?} was loaded");
+    }
+}
