@@ -110,10 +110,7 @@ fn build_shim(dir: &Path) -> Option<PathBuf> {
         Ok(out) if out.status.success() => Some(shim),
         Ok(out) => panic!("cc failed: {}", String::from_utf8_lossy(&out.stderr)),
         Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "no C compiler on CI: {e}"
-            );
+            assert!(std::env::var_os("CI").is_none(), "no C compiler on CI: {e}");
             eprintln!("skipped: no C compiler ({e})");
             None
         }
@@ -134,7 +131,11 @@ fn start(dir: &Path, shim: &Path, journal: &Path) -> Daemon {
 }
 
 /// One turn on `session`; the hashes of the records it acknowledged, or its status.
-async fn turn(client: &mut Client, session: &str, text: &str) -> Result<Vec<(i64, String)>, String> {
+async fn turn(
+    client: &mut Client,
+    session: &str,
+    text: &str,
+) -> Result<Vec<(i64, String)>, String> {
     let mut acked = Vec::new();
     let options = ExecOptions {
         session: session.to_owned(),
