@@ -45,6 +45,7 @@ pub fn effective_config(config: &HostConfig, telemetry: Value) -> Value {
         "chat_max_steps": config.chat_max_steps,
         "harness": config.harness.iter().map(|h| redact(h)).collect::<Vec<_>>(),
         "reclaim_interval_secs": config.reclaim_interval_secs,
+        "limits": serde_json::to_value(config.limits).unwrap_or(Value::Null),
         "auth": serde_json::to_value(&config.auth).unwrap_or(Value::Null),
         "harness_tls": serde_json::to_value(&config.harness_tls).unwrap_or(Value::Null),
         "identity": serde_json::to_value(&config.identity).unwrap_or(Value::Null),

@@ -140,6 +140,9 @@ pub struct HostConfig {
     pub telemetry: agentsessions_telemetry::TelemetryConfig,
     /// Further runtimes (`[runtime.microvm]` in the file; see `docs/microvm.md`).
     pub runtime: crate::microvm::RuntimeSettings,
+    /// Overload limits (`[limits]` in the file; see RELIABILITY.md): concurrent turns, open
+    /// streams and message size, each refused past its limit with `RESOURCE_EXHAUSTED`.
+    pub limits: agentsessions_server::Limits,
 }
 
 /// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal
@@ -361,6 +364,7 @@ pub fn build_service_with_tools(
     };
     let router = Arc::new(ModelRouter::new(provider));
     let mut builder = ServerBuilder::new(Arc::clone(&journal), router)
+        .limits(config.limits)
         .harness("echo", Arc::new(EchoHarness::new()), none)
         .default_harness("echo");
     if let Some(hub) = &mcp {

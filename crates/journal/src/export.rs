@@ -205,6 +205,10 @@ pub fn export_reference_json(
     Ok(out)
 }
 
+/// The most a loaded record may raise a session's fence by: writers take fences one at a time,
+/// so a real journal's fences grow by a handful between records.
+pub const MAX_FENCE_RAISE: i64 = 100_000;
+
 /// Loads imported records into `session` of `journal` the way the reference loader does: for
 /// each record the session's fence is raised until it reaches the record's fence, then the event
 /// is appended at `seq - 1` with that fence, and the committed record must equal the imported one
@@ -213,7 +217,7 @@ pub fn export_reference_json(
 ///
 /// # Errors
 /// [`JournalError::ImportMismatch`] when a record is not reproduced (nothing after it is
-/// written), and any append error (a non-empty target session is a CAS conflict).
+/// written) or would raise the fence by more than [`MAX_FENCE_RAISE`], and any append error (a non-empty target session is a CAS conflict).
 pub async fn load_records(
     journal: &dyn Journal,
     session: &str,
@@ -228,11 +232,33 @@ pub async fn load_records(
             other => Err(other),
         })?;
     for record in records {
+        // Each raise is a commit: a file claiming an absurd fence would hold the loader (and
+        // the journal's writer) for ever.
+        if record.fence.saturating_sub(fence) > MAX_FENCE_RAISE {
+            return Err(JournalError::ImportMismatch {
+                seq: record.seq,
+                reason: format!(
+                    "fence {} is more than {MAX_FENCE_RAISE} above the session's fence {fence}",
+                    record.fence
+                ),
+            });
+        }
         while fence < record.fence {
             fence = journal.new_fence(session).await?;
         }
+        let Some(expected_last_seq) = record.seq.checked_sub(1) else {
+            return Err(JournalError::ImportMismatch {
+                seq: record.seq,
+                reason: "seq is not a record's seq".to_owned(),
+            });
+        };
         let committed = journal
-            .append(session, record.seq - 1, record.fence, record.event.clone())
+            .append(
+                session,
+                expected_last_seq,
+                record.fence,
+                record.event.clone(),
+            )
             .await?;
         if &committed != record {
             let reason = if committed.seq != record.seq {

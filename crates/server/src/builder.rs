@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::authz::CallAuthorizer;
 use crate::error::{Result, ServerError};
+use crate::limits::{Admission, Limits};
 use crate::service::{Inner, SessionsService};
 
 /// Assembles a [`SessionsService`].
@@ -31,6 +32,7 @@ pub struct ServerBuilder {
     authorizer: Option<Arc<dyn Authorizer>>,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
     minting: Option<Arc<dyn TokenMinting>>,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -61,6 +63,7 @@ impl ServerBuilder {
             authorizer: None,
             link_tls: None,
             minting: None,
+            limits: Limits::default(),
         }
     }
 
@@ -164,15 +167,25 @@ impl ServerBuilder {
         self
     }
 
+    /// The overload limits (default [`Limits::default`]): calls over them are refused with
+    /// `RESOURCE_EXHAUSTED`.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// The service.
     ///
     /// # Errors
     /// [`ServerError::NoHarnesses`] when no harness was added, [`ServerError::StaticRoute`] for
-    /// an empty or repeated name; `Placement(UnknownHarness)` for a default that is not served.
+    /// an empty or repeated name; [`ServerError::ZeroLimit`] for a limit of 0;
+    /// `Placement(UnknownHarness)` for a default that is not served.
     pub fn build(self) -> Result<SessionsService> {
         if self.routes.is_empty() {
             return Err(ServerError::NoHarnesses);
         }
+        self.limits.validate()?;
         for (name, backend) in self.routes {
             self.harnesses
                 .add_static(name, backend)
@@ -206,6 +219,7 @@ impl ServerBuilder {
                 link_tls: self.link_tls,
                 tasks: TaskTracker::new(),
                 stop: CancellationToken::new(),
+                admission: Admission::new(self.limits),
             }),
         })
     }

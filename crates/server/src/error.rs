@@ -66,6 +66,12 @@ pub enum ServerError {
     /// A server was built without any harness.
     #[error("a server needs at least one harness")]
     NoHarnesses,
+    /// An overload limit set to 0, which would refuse every call.
+    #[error("{setting} must be at least 1")]
+    ZeroLimit {
+        /// The setting, as the configuration names it.
+        setting: &'static str,
+    },
     /// A static harness route the registry refused (an empty or repeated name; the error
     /// names it).
     #[error("static harness route: {source}")]
@@ -200,6 +206,21 @@ pub enum ServerError {
     /// the client resumes on another host or later from the seq after its last record.
     #[error("the server is shutting down; watch again from the seq after the last record")]
     ShuttingDown,
+    /// A count limit of this host is reached (`crate::Limits`): the call is refused, not
+    /// queued; the client retries after a backoff.
+    #[error("overloaded: {max} at once is this host's {setting}; retry after a backoff", setting = .limit.setting())]
+    Overloaded {
+        /// Which limit.
+        limit: crate::limits::Limited,
+        /// Its configured value.
+        max: usize,
+    },
+    /// A message larger than this host's `max_message_bytes`.
+    #[error("message larger than this host's max_message_bytes ({limit} bytes)")]
+    MessageTooLarge {
+        /// The limit.
+        limit: usize,
+    },
     /// The authorization policy denied the call (extensions §2). The message names the action
     /// only: whether the session exists, and whose it is, stays undisclosed.
     #[error("permission denied: this caller may not perform {:?} here", .0.as_str())]
@@ -235,6 +256,7 @@ impl ServerError {
             | Self::RequestSeqNotPositive { .. }
             | Self::ApprovedUnset
             | Self::NoHarnesses
+            | Self::ZeroLimit { .. }
             | Self::StaticRoute { .. }
             | Self::InvalidHarnessName { .. }
             | Self::InvalidSpec { .. }
@@ -259,6 +281,8 @@ impl ServerError {
             Self::PermissionDenied(_) => StatusCode::PermissionDenied,
             Self::AuthorizationFailed => StatusCode::Internal,
             Self::ShuttingDown => StatusCode::Unavailable,
+            // Overload (issue 19): refused at once, never queued without bound.
+            Self::Overloaded { .. } | Self::MessageTooLarge { .. } => StatusCode::ResourceExhausted,
             Self::Controller(e) => e.status_code(),
             Self::Journal(e) => journal_status_code(e),
             Self::Placement(e) => e.status_code(),
@@ -281,6 +305,8 @@ impl ServerError {
             Self::DeletionPending { .. } => "deletion_pending",
             Self::PermissionDenied(_) => "permission_denied",
             Self::AuthorizationFailed => "authorization_failed",
+            Self::Overloaded { .. } => "overloaded",
+            Self::MessageTooLarge { .. } => "message_too_large",
             Self::Controller(e) => e.kind(),
             Self::Journal(e) => journal_kind(e),
             Self::Placement(e) => e.kind(),
@@ -292,6 +318,7 @@ impl ServerError {
             | Self::RequestSeqNotPositive { .. }
             | Self::ApprovedUnset
             | Self::NoHarnesses
+            | Self::ZeroLimit { .. }
             | Self::StaticRoute { .. }
             | Self::InvalidHarnessName { .. }
             | Self::InvalidSpec { .. }
@@ -373,6 +400,12 @@ mod tests {
             ),
             (ServerError::ApprovedUnset, Code::InvalidArgument),
             (ServerError::NoHarnesses, Code::InvalidArgument),
+            (
+                ServerError::ZeroLimit {
+                    setting: "max_open_streams",
+                },
+                Code::InvalidArgument,
+            ),
             (
                 ServerError::StaticRoute {
                     source: PlacementError::NameTaken {
@@ -464,6 +497,17 @@ mod tests {
             ),
             (ServerError::AuthorizationFailed, Code::Internal),
             (ServerError::ShuttingDown, Code::Unavailable),
+            (
+                ServerError::Overloaded {
+                    limit: crate::limits::Limited::Turns,
+                    max: 4,
+                },
+                Code::ResourceExhausted,
+            ),
+            (
+                ServerError::MessageTooLarge { limit: 1024 },
+                Code::ResourceExhausted,
+            ),
             (
                 ServerError::Controller(ControllerError::ApprovalBlocked {
                     execution_id: s(),

@@ -39,6 +39,8 @@
 //! - [`registry`]: the HarnessRegistry admin service.
 //! - `render`: how a session is shown (projections, pending approval, deletion).
 //! - [`reflection`]: gRPC reflection v1 and v1alpha listing only a listener's services.
+//! - [`limits`]: overload limits (concurrent turns, open streams, message size) and admission.
+//! - `message_limit`: the oversized-request status relabelled through the table.
 //! - `serve`: serving on TCP or a unix socket, with health, reflection, TLS and authentication.
 #![warn(missing_docs)]
 
@@ -46,6 +48,8 @@ mod authz;
 mod builder;
 pub mod error;
 pub mod harnesses;
+pub mod limits;
+mod message_limit;
 mod permissions;
 mod record_page;
 pub mod reflection;
@@ -61,6 +65,8 @@ mod watch;
 pub use agentsessions_placement as placement;
 pub use builder::ServerBuilder;
 pub use error::{Result, ServerError};
+pub use limits::Limits;
+pub use message_limit::MessageLimited;
 pub use registry::{RegistryService, SubstrateBackends};
 pub use requests::MAX_FORK_COUNT;
 pub use serve::{ServeError, ServeOptions, serve_tcp, serve_tcp_with, serve_unix};

@@ -59,6 +59,12 @@ impl Incoming {
         request_id::with_request_id(self.request_id.clone(), work).instrument(self.span.clone())
     }
 
+    /// `status`, carrying this call's request id.
+    pub(crate) fn refuse(&self, mut status: Status) -> Status {
+        request_id::attach(status.metadata_mut(), &self.request_id);
+        status
+    }
+
     /// A response carrying this call's request id.
     pub(crate) fn respond<R>(&self, value: R) -> Response<R> {
         let mut response = Response::new(value);

@@ -152,13 +152,15 @@ async fn router(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha);
+    let max_message_bytes = service.limits().max_message_bytes;
     Ok(match options.authenticator {
-        Some(authenticator) => {
-            router.add_service(tonic::service::interceptor::InterceptedService::new(
+        Some(authenticator) => router.add_service(crate::MessageLimited::new(
+            tonic::service::interceptor::InterceptedService::new(
                 service.into_server(),
                 authenticator.interceptor(),
-            ))
-        }
-        None => router.add_service(service.into_server()),
+            ),
+            max_message_bytes,
+        )),
+        None => router.add_service(service.into_limited_server()),
     })
 }

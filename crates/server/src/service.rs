@@ -21,6 +21,7 @@ use tonic::Request;
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
+use crate::limits::Admission;
 use crate::record_page::{RecordPage, seq_range};
 use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
 use crate::requests::{
@@ -30,9 +31,10 @@ use crate::rpc::{Incoming, Rpc, finished, unary};
 use crate::streams::{ExecFeed, ExecStream, ReplayStream, WatchStream, replay, replay_channel};
 use crate::watch::watch;
 
-/// Largest request or response message the service accepts or sends (an Exec frame carries a
-/// whole record, a Start the whole history).
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Default largest request or response message the service accepts or sends (an Exec frame
+/// carries a whole record, a Start the whole history); [`crate::Limits::max_message_bytes`]
+/// sets it per service.
+pub const MAX_MESSAGE_BYTES: usize = crate::Limits::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// The state every RPC shares.
 pub(crate) struct Inner {
@@ -47,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) tasks: TaskTracker,
     /// Fired at shutdown: streams stop waiting for their clients.
     pub(crate) stop: CancellationToken,
+    /// The overload limits' permits.
+    pub(crate) admission: Admission,
 }
 
 /// The `Sessions` gRPC service. Build it with [`crate::ServerBuilder`].
@@ -65,11 +69,25 @@ impl std::fmt::Debug for SessionsService {
 }
 
 impl SessionsService {
-    /// The tonic service, with message limits of [`MAX_MESSAGE_BYTES`].
+    /// The tonic service, with message limits of [`crate::Limits::max_message_bytes`]. An
+    /// oversized request is refused by tonic with `OUT_OF_RANGE`; [`Self::into_limited_server`]
+    /// (what the `serve_*` functions mount) answers it with the table's `RESOURCE_EXHAUSTED`.
     pub fn into_server(self) -> SessionsServer<Self> {
+        let max = self.limits().max_message_bytes;
         SessionsServer::new(self)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    }
+
+    /// [`Self::into_server`] whose oversized-request refusals are `RESOURCE_EXHAUSTED`.
+    pub fn into_limited_server(self) -> crate::MessageLimited<SessionsServer<Self>> {
+        let max = self.limits().max_message_bytes;
+        crate::MessageLimited::new(self.into_server(), max)
+    }
+
+    /// The overload limits this service enforces.
+    pub fn limits(&self) -> crate::Limits {
+        self.inner.admission.limits()
     }
 
     /// One reclaimer pass over up to `limit` deleted sessions (extensions §3): stops their
@@ -369,14 +387,19 @@ impl Inner {
         } else {
             req.to_seq
         };
+        let admitted = self.admission.stream()?;
         let (tx, stream) = replay_channel();
-        self.tasks.spawn(replay(
+        let replayed = replay(
             Arc::clone(&self.journal),
             req.session,
             (from, to),
             tx,
             self.stop.clone(),
-        ));
+        );
+        self.tasks.spawn(async move {
+            replayed.await;
+            drop(admitted);
+        });
         Ok(stream)
     }
 
@@ -415,20 +438,29 @@ impl Inner {
         let info = self
             .authorized(call, &[Action::Read], &order.session)
             .await?;
+        let admitted = self.admission.stream()?;
         let (tx, stream) = replay_channel();
         if info.deletion.is_deleted() {
             // Nothing commits after the delete intent: what there is, is all there will be.
-            self.tasks.spawn(replay(
+            let replayed = replay(
                 Arc::clone(&self.journal),
                 order.session,
                 (order.from_seq, info.last_seq),
                 tx,
                 self.stop.clone(),
-            ));
+            );
+            self.tasks.spawn(async move {
+                replayed.await;
+                drop(admitted);
+            });
         } else {
             let follower =
                 RecordFollower::new(Arc::clone(&self.journal), &order.session, order.from_seq);
-            self.tasks.spawn(watch(follower, tx, self.stop.clone()));
+            let watched = watch(follower, tx, self.stop.clone());
+            self.tasks.spawn(async move {
+                watched.await;
+                drop(admitted);
+            });
         }
         Ok(stream)
     }
@@ -522,14 +554,16 @@ impl Inner {
         if self.authz.enforcing() && self.placer.resume_drives_effects(&uid).await? {
             self.also_authorized(call, &[Action::Exec], &info).await?;
         }
-        match self
+        let admitted = self.admission.turn(false)?;
+        let resumed = self
             .placer
             .resume(ResumeCall {
                 session: uid.clone(),
                 ..ResumeCall::default()
             })
-            .await
-        {
+            .await;
+        drop(admitted);
+        match resumed {
             // Waiting for a decision: the paused session is the answer (§4.3 step 3).
             Err(e) if !e.is_park() => return Err(e.into()),
             Ok(_) | Err(_) => {}
@@ -602,6 +636,16 @@ impl Sessions for SessionsService {
 
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Rpc<Self::ExecStream> {
         let (incoming, req) = Incoming::open(method::EXEC, request);
+        // Over a limit, the call is refused before anything is read or written.
+        let admitted = match self.inner.admission.turn(true) {
+            Ok(admitted) => admitted,
+            Err(err) => {
+                let status = err.status();
+                let _entered = incoming.span.enter();
+                let _logged = finished::<()>(method::EXEC, std::time::Instant::now(), Err(err));
+                return Err(incoming.refuse(status));
+            }
+        };
         let (feed, stream) = ExecFeed::channel(self.inner.stop.clone());
         let inner = Arc::clone(&self.inner);
         let call = incoming.call.clone();
@@ -613,6 +657,7 @@ impl Sessions for SessionsService {
                 feed.fail(err).await;
             }
             let _logged = finished(method::EXEC, started, result);
+            drop(admitted);
         }));
         Ok(incoming.respond(stream))
     }

@@ -167,7 +167,7 @@ impl ExecFeed {
     async fn resend(&self, journal: &dyn Journal, uid: &str, from: i64, to: i64) -> bool {
         let mut next = from;
         while next <= to {
-            let last = (next + PAGE - 1).min(to);
+            let last = next.saturating_add(PAGE - 1).min(to);
             match journal.read(uid, next, last).await {
                 Ok(records) if records.is_empty() => return true,
                 Ok(records) => {
@@ -176,7 +176,11 @@ impl ExecFeed {
                             return false;
                         }
                     }
-                    next = last + 1;
+                    // `to` may be i64::MAX (a client's range): stop there, never past it.
+                    match last.checked_add(1) {
+                        Some(after) => next = after,
+                        None => return true,
+                    }
                 }
                 Err(e) => {
                     self.fail(&ServerError::from(e)).await;
@@ -275,7 +279,7 @@ pub(crate) async fn replay(
     };
     let mut next = from;
     while next <= to {
-        let last = (next + PAGE - 1).min(to);
+        let last = next.saturating_add(PAGE - 1).min(to);
         match journal.read(&session, next, last).await {
             Ok(records) if records.is_empty() => return,
             Ok(records) => {
@@ -284,7 +288,10 @@ pub(crate) async fn replay(
                         return;
                     }
                 }
-                next = last + 1;
+                match last.checked_add(1) {
+                    Some(after) => next = after,
+                    None => return,
+                }
             }
             Err(e) => {
                 let _sent = send(Err(ServerError::from(e).status())).await;

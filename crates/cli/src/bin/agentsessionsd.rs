@@ -29,6 +29,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
         agentsessionsd --addr localhost:8080 --journal agentsessions.db\n  \
         agentsessionsd --config agentsessionsd.toml --log-format json\n  \
         agentsessionsd --model gpt-4o-mini --registry-addr 127.0.0.1:8081\n\n\
+        In the config file the limits are a [limits] table: max_concurrent_turns,\n\
+        max_open_streams, max_message_bytes.\n\
         Config-file only: [auth], [harness_tls], mcp_ledger, and [[mcp_servers]] tables, each\n\
         with name, then command (+ args, env, cwd) or url (+ headers_from_env = { Header = \"ENV_VAR\" }),\n\
         approval = \"never\" | \"always\" | [\"tool\", ...], timeout_secs (default 60), tool_timeouts.\n\
@@ -95,6 +97,17 @@ struct Args {
     /// snapshots (default 60; 0 = only when a session is deleted).
     #[arg(long)]
     reclaim_interval_secs: Option<u64>,
+    /// Turns running at once; one more is refused with RESOURCE_EXHAUSTED [default: 512].
+    #[arg(long)]
+    max_concurrent_turns: Option<usize>,
+    /// Exec, Replay and Watch streams open at once; one more is refused with
+    /// RESOURCE_EXHAUSTED [default: 2048].
+    #[arg(long)]
+    max_open_streams: Option<usize>,
+    /// Largest gRPC message in bytes; a larger request is refused with RESOURCE_EXHAUSTED
+    /// [default: 16777216].
+    #[arg(long)]
+    max_message_bytes: Option<usize>,
     /// TOML file with any of the settings above and --log-format (flags win).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -174,6 +187,18 @@ fn merged(args: &Args) -> anyhow::Result<HostConfig> {
     if args.reclaim_interval_secs.is_some() {
         host.reclaim_interval_secs = args.reclaim_interval_secs;
     }
+    // Limits live in the file's [limits] table; a flag wins over it.
+    let limits = &mut host.limits;
+    for (slot, flag) in [
+        (&mut limits.max_concurrent_turns, args.max_concurrent_turns),
+        (&mut limits.max_open_streams, args.max_open_streams),
+        (&mut limits.max_message_bytes, args.max_message_bytes),
+    ] {
+        if let Some(value) = flag {
+            *slot = value;
+        }
+    }
+    host.limits.validate().context("[limits]")?;
     if !matches!(host.log_format.as_str(), "text" | "json") {
         anyhow::bail!(
             "log_format {:?}: expected \"text\" or \"json\"",
