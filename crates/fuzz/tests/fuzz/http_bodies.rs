@@ -50,7 +50,7 @@ fn http_bodies_are_answered_with_a_status() {
             journal,
             project: "default".into(),
         });
-        tokio::spawn(serve_http(listener, app, std::future::pending()));
+        tokio::spawn(serve_http(listener, app, None, std::future::pending()));
         let created: serde_json::Value = reqwest::Client::new()
             .post(format!("{base}/api/v1/sessions"))
             .header("x-agentsessions-csrf", "1")
