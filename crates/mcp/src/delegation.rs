@@ -9,18 +9,10 @@
 //! notifications, the server's event stream) carry no delegated token: a token is minted for a
 //! tool call of a turn, and discovery belongs to no turn.
 
-use std::collections::HashMap;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use futures_core::Stream;
-use http::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
-};
-use sse_stream::Sse;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+
+use crate::outgoing::{Adjusted, Headers, PostAdjustment};
 
 /// The token minted for one `tools/call`, riding in that request's extensions.
 #[derive(Clone)]
@@ -34,14 +26,23 @@ impl std::fmt::Debug for DelegatedToken {
 
 /// An HTTP client for a `delegated_token` server: each `tools/call` is sent with the bearer
 /// token its request carries, and one without a token is never sent.
-#[derive(Debug, Clone)]
-pub(crate) struct DelegatingClient<C> {
-    inner: C,
-}
+pub(crate) type DelegatingClient<C> = Adjusted<C, Delegation>;
 
-impl<C> DelegatingClient<C> {
-    pub(crate) fn new(inner: C) -> Self {
-        Self { inner }
+/// The [`PostAdjustment`] of a [`DelegatingClient`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Delegation;
+
+impl PostAdjustment for Delegation {
+    fn adjust<E>(
+        &self,
+        message: &ClientJsonRpcMessage,
+        auth_header: Option<String>,
+        headers: Headers,
+    ) -> Result<(Option<String>, Headers), StreamableHttpError<E>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Ok((credential(message, auth_header)?, headers))
     }
 }
 
@@ -66,119 +67,6 @@ where
         None => Err(StreamableHttpError::Io(std::io::Error::other(
             "a tools/call to a delegated_token server has no delegated token; it was not sent",
         ))),
-    }
-}
-
-type EventStream = Pin<Box<dyn Stream<Item = Result<Sse, SseError>> + Send + 'static>>;
-
-impl<C> StreamableHttpClient for DelegatingClient<C>
-where
-    C: StreamableHttpClient + Sync,
-{
-    type Error = C::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = credential(&message, auth_header)?;
-        self.inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = credential(&message, auth_header)?;
-        self.inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = credential(&message, auth_header)?;
-        self.inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<EventStream, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<EventStream, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
     }
 }
 

@@ -9,6 +9,7 @@ mod error;
 mod http_client;
 mod hub;
 mod ledger;
+mod outgoing;
 mod result;
 mod server;
 mod trace_context;

@@ -10,21 +10,14 @@
 //! task, where the current span is not the call's. With traces not exported the propagator is a
 //! no-op and nothing is added.
 
-use std::collections::HashMap;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use futures_core::Stream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta as _, JsonRpcMessage,
     RequestParamsMeta as _,
 };
-use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
-};
-use sse_stream::Sse;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+
+use crate::outgoing::{Adjusted, Headers, PostAdjustment};
 
 const TRACEPARENT: &str = "traceparent";
 const TRACESTATE: &str = "tracestate";
@@ -69,137 +62,26 @@ fn carried(message: &ClientJsonRpcMessage) -> Vec<(HeaderName, HeaderValue)> {
         .collect()
 }
 
-fn with_carried(
-    message: &ClientJsonRpcMessage,
-    mut headers: HashMap<HeaderName, HeaderValue>,
-) -> HashMap<HeaderName, HeaderValue> {
-    headers.extend(carried(message));
-    headers
-}
-
 /// An HTTP client that sends each request's trace context (from its `_meta`) as the W3C
 /// headers too; everything else is `inner`'s.
-#[derive(Debug, Clone)]
-pub(crate) struct TraceHeaders<C> {
-    inner: C,
-}
+pub(crate) type TraceHeaders<C> = Adjusted<C, TraceCarrier>;
 
-impl<C> TraceHeaders<C> {
-    pub(crate) fn new(inner: C) -> Self {
-        Self { inner }
-    }
-}
+/// The [`PostAdjustment`] of [`TraceHeaders`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TraceCarrier;
 
-type EventStream = Pin<Box<dyn Stream<Item = Result<Sse, SseError>> + Send + 'static>>;
-
-impl<C> StreamableHttpClient for TraceHeaders<C>
-where
-    C: StreamableHttpClient + Sync,
-{
-    type Error = C::Error;
-
-    async fn post_message(
+impl PostAdjustment for TraceCarrier {
+    fn adjust<E>(
         &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
+        message: &ClientJsonRpcMessage,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let custom_headers = with_carried(&message, custom_headers);
-        self.inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let custom_headers = with_carried(&message, custom_headers);
-        self.inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let custom_headers = with_carried(&message, custom_headers);
-        self.inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<EventStream, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<EventStream, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
+        mut headers: Headers,
+    ) -> Result<(Option<String>, Headers), StreamableHttpError<E>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        headers.extend(carried(message));
+        Ok((auth_header, headers))
     }
 }
 
