@@ -2,10 +2,10 @@
 //! built here from C with the system `cc`, makes the journal's writes fail with `ENOSPC` (disk
 //! full) or its `fsync`/`fdatasync` fail with `EIO`, while a control file exists. Under a fault
 //! the turn fails with a clear status; nothing acknowledged before it is lost; every chain
-//! verifies. A full disk is transient: the daemon keeps serving reads and commits again once
-//! space is back. A failed fsync poisons the journal (the page cache can no longer be trusted to
-//! match the disk, so it refuses further writes, and reads, until restarted); a restart on the
-//! same journal recovers, with everything acknowledged intact.
+//! verifies. A full disk is transient (`UNAVAILABLE`): the daemon keeps serving reads and commits
+//! again once space is back. A failed fsync poisons the journal (`INTERNAL`: the page cache can no
+//! longer be trusted to match the disk, so it refuses further writes, and reads, until
+//! restarted); a restart on the same journal recovers, with everything acknowledged intact.
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -177,6 +177,18 @@ enum Recovery {
     Restart,
 }
 
+impl Recovery {
+    /// The code the failed turn carries. A full disk wrote nothing and clears by itself, so the
+    /// client is told to retry later; a poisoned journal refuses every retry until an operator
+    /// restarts the daemon, so it is a server fault, not a hint to retry.
+    fn code(self) -> &'static str {
+        match self {
+            Self::InPlace => "UNAVAILABLE",
+            Self::Restart => "INTERNAL",
+        }
+    }
+}
+
 async fn fault_then_recover(fault: &str, recovery: Recovery) {
     let dir = tempfile::tempdir().unwrap();
     let Some(shim) = build_shim(dir.path()) else {
@@ -194,10 +206,7 @@ async fn fault_then_recover(fault: &str, recovery: Recovery) {
     std::fs::write(dir.path().join(fault), "").unwrap();
     let refused = turn(&mut client, &uid, "during").await.unwrap_err();
     eprintln!("{fault}: the turn failed with: {refused}");
-    assert!(
-        refused.contains("UNAVAILABLE") || refused.contains("INTERNAL"),
-        "{refused}"
-    );
+    assert!(refused.contains(recovery.code()), "{refused}");
     let lowered = refused.to_lowercase();
     assert!(
         ["disk", "full", "i/o", "io error", "fsync", "write"]
@@ -210,6 +219,7 @@ async fn fault_then_recover(fault: &str, recovery: Recovery) {
         std::fs::remove_file(dir.path().join(fault)).unwrap();
         let still = turn(&mut client, &uid, "poisoned").await.unwrap_err();
         assert!(still.contains("refuses further writes"), "{still}");
+        assert!(still.contains("INTERNAL"), "{still}");
         daemon.sigkill();
         let daemon = start(dir.path(), &shim, &journal);
         let mut client = Client::dial(&daemon.addr).unwrap();

@@ -308,9 +308,10 @@ impl ControllerError {
 }
 
 /// The journal's rows of semantics §8, wherever a journal error surfaces (directly, through a
-/// turn, or through placement). A commit that may succeed on retry (contention, or a writer
-/// that is shutting down) is `UNAVAILABLE`; a storage failure that will not clear by itself is
-/// `INTERNAL` (§8 "store/read/decode failures").
+/// turn, or through placement). A commit that may succeed on retry (contention, a full disk, or
+/// a writer that is shutting down) is `UNAVAILABLE`; a storage failure that will not clear by
+/// itself (an I/O error, a failed fsync that poisons the journal until a restart) is `INTERNAL`
+/// (§8 "store/read/decode failures").
 pub fn journal_status_code(err: &JournalError) -> StatusCode {
     match err {
         JournalError::Conflict { .. } | JournalError::Fenced { .. } => StatusCode::Aborted,
@@ -646,10 +647,18 @@ mod tests {
             (JournalError::Io(std::io::Error::other("disk")), C::Internal),
             (
                 JournalError::CommitFailed {
-                    reason: "disk full".into(),
+                    reason: "disk I/O error".into(),
                     retryable: false,
                 },
                 C::Internal,
+            ),
+            // issue 19: a full disk wrote nothing and clears once space is freed; retry later.
+            (
+                JournalError::CommitFailed {
+                    reason: "database or disk is full".into(),
+                    retryable: true,
+                },
+                C::Unavailable,
             ),
             (
                 JournalError::ImportMismatch {

@@ -85,7 +85,8 @@ pub enum JournalError {
     CommitFailed {
         /// What the storage engine reported.
         reason: String,
-        /// Whether the failure was contention (busy or locked database) that a retry may clear.
+        /// Whether a later retry may succeed: contention (busy or locked database) settles on its
+        /// own, and a full disk or database once space is freed.
         retryable: bool,
     },
     /// Re-appending an imported record did not reproduce it (its hash, link or seq differ), so the
@@ -103,12 +104,13 @@ pub enum JournalError {
 }
 
 impl JournalError {
-    /// Whether retrying after re-reading the head may succeed (CAS conflict, busy database).
+    /// Whether retrying after re-reading the head may succeed (CAS conflict, busy database, a
+    /// full disk once space is freed).
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Conflict { .. } => true,
             Self::CommitFailed { retryable, .. } => *retryable,
-            Self::Storage(e) => is_contention(e),
+            Self::Storage(e) => is_transient(e),
             _ => false,
         }
     }
@@ -119,4 +121,43 @@ impl JournalError {
 pub(crate) fn is_contention(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _)
         if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// Whether a storage error clears without a restart: contention, or a full disk (`SQLITE_FULL`,
+/// which SQLite reports for `ENOSPC` and for its page-count limit) once space is freed. Nothing
+/// of the failed transaction was written, so the journal stays usable.
+pub(crate) fn is_transient(e: &rusqlite::Error) -> bool {
+    is_contention(e)
+        || matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: std::ffi::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    // issue 19: a full disk clears once space is freed, so it is retryable; an I/O error is not.
+    #[test]
+    fn a_full_disk_is_retryable_and_an_io_error_is_not() {
+        for code in [
+            rusqlite::ffi::SQLITE_FULL,
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_LOCKED,
+        ] {
+            assert!(JournalError::Storage(sqlite(code)).is_retryable(), "{code}");
+        }
+        for code in [
+            rusqlite::ffi::SQLITE_IOERR,
+            rusqlite::ffi::SQLITE_CORRUPT,
+            rusqlite::ffi::SQLITE_IOERR_FSYNC,
+        ] {
+            assert!(
+                !JournalError::Storage(sqlite(code)).is_retryable(),
+                "{code}"
+            );
+        }
+    }
 }

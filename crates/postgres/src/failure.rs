@@ -7,9 +7,10 @@
 //! | COMMIT sent, then the link was lost | `Io` (outcome unknown: re-read the head)        |
 //! | a read, a connect                   | `Io` (kind says connection refused/reset/other) |
 //!
-//! `retryable` is true for contention and lost connections (serialization failure, deadlock,
-//! lock timeout, too many connections, server shutting down): a retry after re-reading the head
-//! may succeed. A duplicate `(session, seq)` never reaches a caller as a storage failure; the
+//! `retryable` is true for contention, a server short of resources and lost connections
+//! (serialization failure, deadlock, lock timeout, class 53: disk full, out of memory, too many
+//! connections; server shutting down): a retry after re-reading the head may succeed, and the
+//! client is told `UNAVAILABLE`. A duplicate `(session, seq)` never reaches a caller as a storage failure; the
 //! writer re-runs its batch and the CAS check reports it as `Conflict` (semantics §1.4 step 4).
 
 use agentsessions_journal::JournalError;
@@ -69,19 +70,24 @@ pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
     }
 }
 
-/// Contention that settles on its own, or a connection that a retry replaces.
+/// Contention that settles on its own, a server short of resources, or a connection that a
+/// retry replaces.
 pub(crate) fn transient(e: &tokio_postgres::Error) -> bool {
-    connection_lost(e)
-        || e.code().is_some_and(|code| {
-            [
-                &SqlState::T_R_SERIALIZATION_FAILURE,
-                &SqlState::T_R_DEADLOCK_DETECTED,
-                &SqlState::LOCK_NOT_AVAILABLE,
-                &SqlState::TOO_MANY_CONNECTIONS,
-                &SqlState::UNIQUE_VIOLATION,
-            ]
-            .contains(&code)
-        })
+    connection_lost(e) || e.code().is_some_and(transient_state)
+}
+
+/// Contention, or class 53 "insufficient resources" (disk full, out of memory, too many
+/// connections): the transaction was rolled back, so nothing was written, and the same batch
+/// may commit once the server has room, as a full SQLite disk does.
+fn transient_state(code: &SqlState) -> bool {
+    code.code().starts_with("53")
+        || [
+            &SqlState::T_R_SERIALIZATION_FAILURE,
+            &SqlState::T_R_DEADLOCK_DETECTED,
+            &SqlState::LOCK_NOT_AVAILABLE,
+            &SqlState::UNIQUE_VIOLATION,
+        ]
+        .contains(&code)
 }
 
 /// A conflict that re-running the whole batch with fresh reads resolves (another writer won a
@@ -138,4 +144,36 @@ pub(crate) fn outcome_unknown(e: &tokio_postgres::Error) -> JournalError {
             describe(e)
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // issue 19: a server whose disk is full (SQLSTATE 53100) rolled the batch back, so the commit
+    // is retryable (UNAVAILABLE), as SQLite's SQLITE_FULL is; a broken constraint is not.
+    #[test]
+    fn insufficient_resources_are_transient_and_other_failures_are_not() {
+        for code in [
+            SqlState::DISK_FULL,
+            SqlState::INSUFFICIENT_RESOURCES,
+            SqlState::OUT_OF_MEMORY,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::CONFIGURATION_LIMIT_EXCEEDED,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::LOCK_NOT_AVAILABLE,
+        ] {
+            assert!(transient_state(&code), "{}", code.code());
+        }
+        for code in [
+            SqlState::DATA_CORRUPTED,
+            SqlState::IO_ERROR,
+            SqlState::CHECK_VIOLATION,
+            SqlState::UNDEFINED_TABLE,
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+        ] {
+            assert!(!transient_state(&code), "{}", code.code());
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! and the one error a whole failed batch gets.
 
 use super::Command;
-use crate::error::{JournalError, Result, is_contention};
+use crate::error::{JournalError, Result, is_transient};
 use crate::journal::{HarnessRow, RegisterOutcome};
 use crate::record::LogRecord;
 
@@ -72,7 +72,7 @@ impl Failure {
     pub(super) fn of(e: &rusqlite::Error) -> Self {
         Self {
             reason: e.to_string(),
-            retryable: is_contention(e),
+            retryable: is_transient(e),
         }
     }
 
