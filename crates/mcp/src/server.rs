@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
-use rmcp::model::Tool;
+use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -234,10 +234,33 @@ async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Conne
     }
 }
 
+/// Most pages one listing reads, and most tools it keeps. rmcp's `list_all_tools` follows
+/// `nextCursor` for as long as a server hands one out, so a server repeating its cursor held the
+/// supervisor (and grew its memory, page after page) without end.
+const MAX_TOOL_PAGES: usize = 64;
+const MAX_TOOLS: usize = 4096;
+
 async fn list(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
-    peer.list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {e}"))
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        tools.extend(page.tools);
+        if tools.len() > MAX_TOOLS {
+            return Err(format!("tools/list offers more than {MAX_TOOLS} tools"));
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(format!(
+        "tools/list did not end within {MAX_TOOL_PAGES} pages"
+    ))
 }
 
 /// Connects, connects again when the connection ends, until `shutdown`. `ready` is sent once,
@@ -296,12 +319,14 @@ pub(crate) async fn supervise(
                             let _ended = ended.await;
                             break "a call failed in the transport; reconnecting".to_owned();
                         }
-                        Some(()) = list_changed.recv() => match list(&peer).await {
-                            Ok(tools) => {
+                        // Bounded like the first listing: this loop also watches for shutdown.
+                        Some(()) = list_changed.recv() => match tokio::time::timeout(options.connect_timeout, list(&peer)).await {
+                            Ok(Ok(tools)) => {
                                 tracing::info!(component = "mcp", server = %name, tools = tools.len(), "MCP tool list changed");
                                 slot.set_tools(tools);
                             }
-                            Err(e) => tracing::warn!(component = "mcp", server = %name, error = %e, "MCP tool list refresh failed"),
+                            Ok(Err(e)) => tracing::warn!(component = "mcp", server = %name, error = %e, "MCP tool list refresh failed"),
+                            Err(_) => tracing::warn!(component = "mcp", server = %name, timeout_s = options.connect_timeout.as_secs(), "MCP tool list refresh got no answer"),
                         },
                     }
                 }

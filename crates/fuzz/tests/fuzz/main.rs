@@ -12,5 +12,6 @@ mod canonical_json;
 mod config_toml;
 mod http_bodies;
 mod journal_inputs;
+mod mcp_answers;
 mod protobuf_rpcs;
 mod provider_answers;
