@@ -1,0 +1,287 @@
+//! Wall-clock jumps under the real daemon (issue 19): `agentsessionsd` runs under libfaketime
+//! (`LD_PRELOAD`), whose offset the test rewrites in a file the library re-reads on every
+//! reading (`FAKETIME_TIMESTAMP_FILE`, `FAKETIME_NO_CACHE=1`). The clock jumps back an hour and
+//! forward a day between turns and while a turn waits on its model. Turns complete, every chain
+//! verifies, seq order is the log's order whatever the commit times say, a deadline and a
+//! cancel still end a turn on time, and listing returns every session once.
+//!
+//! Only the wall clock (`CLOCK_REALTIME`) is faked (`FAKETIME_DONT_FAKE_MONOTONIC=1`): that is
+//! the clock NTP steps, an operator sets and a restored VM resumes with. The kernel never steps
+//! `CLOCK_MONOTONIC` back, and every timer in the daemon (tokio's, hence deadlines once a turn
+//! has started, timeouts, back-off) runs on it, so faking it would test a clock no host has.
+//!
+//! Without libfaketime (Debian's `faketime` package) the test is skipped with a note, unless
+//! `AGENTSESSIONS_REQUIRE_FAULT_TOOLS` is set (as `.ci/run` does): then it fails.
+#![allow(
+    clippy::tests_outside_test_module,
+    clippy::unwrap_used,
+    clippy::print_stderr
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use agentsessions_client::{Client, ExecOptions, uid_of, verify};
+use agentsessions_conformance::fixtures::CountingEndpoint;
+use common::Daemon;
+
+const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+const STREAMED: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"done\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+const HOUR: i64 = 3600;
+const DAY: i64 = 24 * HOUR;
+
+/// libfaketime's multi-threaded build where Debian puts it (any architecture).
+fn libfaketime() -> Option<PathBuf> {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("faketime/libfaketimeMT.so.1"))
+        .chain([PathBuf::from("/usr/lib/faketime/libfaketimeMT.so.1")])
+        .find(|path| path.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("AGENTSESSIONS_REQUIRE_FAULT_TOOLS").is_none(),
+            "libfaketime is not installed (apt-get install faketime), and \
+             AGENTSESSIONS_REQUIRE_FAULT_TOOLS requires it"
+        );
+        eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
+    }
+    found
+}
+
+/// The daemon's clock, as an offset from the real one in seconds.
+struct Clock {
+    file: PathBuf,
+    offset: std::cell::Cell<i64>,
+}
+
+impl Clock {
+    fn new(dir: &Path) -> Self {
+        let clock = Self {
+            file: dir.join("faketime"),
+            offset: std::cell::Cell::new(0),
+        };
+        clock.jump_to(0);
+        clock
+    }
+
+    /// Sets the daemon's clock to the real one plus `offset` seconds, from its next reading on.
+    fn jump_to(&self, offset: i64) {
+        // Written whole then renamed, so a reading never sees a half-written offset.
+        let next = self.file.with_extension("next");
+        std::fs::write(&next, format!("{offset:+}\n")).unwrap();
+        std::fs::rename(&next, &self.file).unwrap();
+        self.offset.set(offset);
+    }
+
+    /// The daemon's "now", in Unix seconds.
+    fn now(&self) -> i64 {
+        let real = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        i64::try_from(real.as_secs()).unwrap() + self.offset.get()
+    }
+}
+
+fn start(dir: &Path, faketime: &Path, clock: &Clock, model: &CountingEndpoint) -> Daemon {
+    let mut command = Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--journal"])
+        .arg(dir.join("journal.db"))
+        .args(["--model", "m", "--model-base-url", &model.base_url])
+        .env("MODEL_API_KEY", "k")
+        .env("LD_PRELOAD", faketime)
+        .env("FAKETIME_TIMESTAMP_FILE", &clock.file)
+        .env("FAKETIME_NO_CACHE", "1")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::null());
+    Daemon::spawn(command, false)
+}
+
+async fn turn(
+    client: &mut Client,
+    session: &str,
+    harness: &str,
+    deadline_unix: i64,
+) -> Result<(), String> {
+    let options = ExecOptions {
+        session: session.to_owned(),
+        harness: harness.to_owned(),
+        deadline_unix,
+        ..ExecOptions::new("hello")
+    };
+    client
+        .exec(options, |_| {})
+        .await
+        .map(|_| ())
+        .map_err(|failed| failed.error.to_string())
+}
+
+/// The seconds of each record's commit time, in seq order, after checking the chain and that
+/// seqs run 1, 2, 3… without a gap.
+async fn commit_times(client: &mut Client, session: &str) -> Vec<i64> {
+    let records = client.replay(session, 0, 0).await.unwrap();
+    verify(&records).unwrap();
+    let seqs: Vec<i64> = records.iter().map(|r| r.seq).collect();
+    let expected: Vec<i64> = (1..=i64::try_from(records.len()).unwrap()).collect();
+    assert_eq!(
+        seqs, expected,
+        "session {session}: seq order is the log's order"
+    );
+    records
+        .iter()
+        .map(|r| r.commit_time.as_ref().map_or(0, |t| t.seconds))
+        .collect()
+}
+
+// issue 19: wall-clock jumps between and during turns break nothing.
+#[tokio::test]
+async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
+    let Some(faketime) = libfaketime() else {
+        return;
+    };
+    // The first three model calls are held until released: a deadline, a cancel, a jump.
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::new(dir.path());
+    let daemon = start(dir.path(), &faketime, &clock, &model);
+    let mut client = Client::dial(&daemon.addr).unwrap();
+    let mut sessions = Vec::new();
+
+    // Between turns: the same session's turns at +0, −1 h, +1 day, and one new session at each.
+    let echo = uid_of(&client.create("echo", "echo", "").await.unwrap()).to_owned();
+    for offset in [0, -HOUR, DAY, -HOUR] {
+        clock.jump_to(offset);
+        turn(&mut client, &echo, "echo", 0).await.unwrap();
+        let created = client
+            .create(&format!("at{offset}"), "echo", "")
+            .await
+            .unwrap();
+        let uid = uid_of(&created).to_owned();
+        turn(&mut client, &uid, "echo", 0).await.unwrap();
+        let session = client.get(&uid).await.unwrap();
+        let created_at = session.metadata.unwrap().create_time.unwrap().seconds;
+        assert!(
+            (created_at - clock.now()).abs() < 60,
+            "a session's create time is the daemon's clock ({created_at} vs {})",
+            clock.now()
+        );
+        sessions.push(uid);
+    }
+    sessions.push(echo.clone());
+    let times = commit_times(&mut client, &echo).await;
+    // The records carry the clock as it was: it went back, forward a day, back again.
+    assert!(
+        times.windows(2).any(|w| w[1] < w[0] - HOUR / 2),
+        "no commit time went back: {times:?}"
+    );
+    assert!(
+        times.iter().any(|&t| t > clock.now() + DAY / 2),
+        "no commit time a day ahead: {times:?}"
+    );
+
+    // During a turn: a deadline (on the daemon's clock, 3 s ahead) still ends a turn whose
+    // model never answers, though the clock jumps back an hour meanwhile.
+    let chat = uid_of(&client.create("chat", "chat", "").await.unwrap()).to_owned();
+    sessions.push(chat.clone());
+    clock.jump_to(DAY);
+    let began = Instant::now();
+    let addr = daemon.addr.clone();
+    let (session, deadline) = (chat.clone(), clock.now() + 3);
+    let bounded = tokio::spawn(async move {
+        let mut client = Client::dial(&addr).unwrap();
+        turn(&mut client, &session, "chat", deadline).await
+    });
+    while model.requests() < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    clock.jump_to(-HOUR);
+    let ended = tokio::time::timeout(Duration::from_secs(30), bounded)
+        .await
+        .expect("the deadline ends the turn")
+        .unwrap()
+        .unwrap_err();
+    assert!(ended.contains("DEADLINE_EXCEEDED"), "{ended}");
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the deadline took {:?}",
+        began.elapsed()
+    );
+
+    // A cancel ends a held turn across a jump forward.
+    let addr = daemon.addr.clone();
+    let session = chat.clone();
+    let held = tokio::spawn(async move {
+        let mut client = Client::dial(&addr).unwrap();
+        turn(&mut client, &session, "chat", 0).await
+    });
+    while model.requests() < 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    clock.jump_to(DAY);
+    client.cancel(&chat, "", "stop").await.unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_secs(15), held)
+        .await
+        .expect("the cancelled turn ends")
+        .unwrap()
+        .unwrap_err();
+    assert!(cancelled.contains("CANCELLED"), "{cancelled}");
+
+    // A turn whose model call spans a jump back completes: its records are committed a day
+    // ahead, then an hour behind, in seq order.
+    let addr = daemon.addr.clone();
+    let session = chat.clone();
+    let spanning = tokio::spawn(async move {
+        let mut client = Client::dial(&addr).unwrap();
+        turn(&mut client, &session, "chat", 0).await
+    });
+    while model.requests() < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    clock.jump_to(-HOUR);
+    model.release_held();
+    tokio::time::timeout(Duration::from_secs(15), spanning)
+        .await
+        .expect("the turn completes")
+        .unwrap()
+        .unwrap();
+    let times = commit_times(&mut client, &chat).await;
+    assert!(
+        times.windows(2).any(|w| w[1] < w[0] - HOUR / 2),
+        "no commit time went back within the chat session: {times:?}"
+    );
+
+    // Listing walks every page and names every session once, whatever their create times.
+    for page_size in [1, 2, 0] {
+        let mut listed: Vec<String> = client
+            .list(page_size)
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| uid_of(s).to_owned())
+            .collect();
+        listed.sort();
+        let mut expected = sessions.clone();
+        expected.sort();
+        assert_eq!(listed, expected, "page size {page_size}");
+    }
+
+    // A restart on the real clock reads the same journal: every chain verifies, turns go on.
+    daemon.sigkill();
+    clock.jump_to(0);
+    let daemon = start(dir.path(), &faketime, &clock, &model);
+    let mut client = Client::dial(&daemon.addr).unwrap();
+    for session in &sessions {
+        commit_times(&mut client, session).await;
+    }
+    turn(&mut client, &echo, "echo", 0).await.unwrap();
+    turn(&mut client, &chat, "chat", 0).await.unwrap();
+    commit_times(&mut client, &chat).await;
+}
