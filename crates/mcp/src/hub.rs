@@ -85,6 +85,9 @@ impl McpHub {
             .into_iter()
             .map(|config| Arc::new(ServerSlot::new(config)))
             .collect();
+        // Should the caller stop waiting (drop this future), the supervisors stop too instead
+        // of reconnecting for ever with no hub to shut them down.
+        let abandoned = shutdown.clone().drop_guard();
         let (ready, mut started) = mpsc::channel(slots.len().max(1));
         for slot in &slots {
             tracing::info!(component = "mcp", server = %slot.config.name, "starting MCP server");
@@ -102,6 +105,7 @@ impl McpHub {
             }
         }
         tasks.close();
+        abandoned.disarm();
         Ok(Self {
             servers: slots,
             ledger,

@@ -89,12 +89,13 @@ fn with_id(answer: &[u8], id: &Value) -> Vec<u8> {
 }
 
 /// Whether a complete line of `answer` is a response or error that rmcp decodes and that
-/// names `id`; a last line without its newline is only read at EOF, so it does not count.
+/// names `id`, and nothing follows its last newline: bytes after it would run into the next
+/// answer's first line, which rmcp would then skip as garbage.
 fn answers_request(answer: &[u8], id: &Value) -> bool {
-    let mut lines: Vec<&[u8]> = answer.split(|b| *b == b'\n').collect();
-    // What follows the last newline is incomplete (empty when the answer ends with one).
-    lines.pop();
-    lines.into_iter().any(|line| {
+    if answer.last() != Some(&b'\n') {
+        return false;
+    }
+    answer.split(|b| *b == b'\n').any(|line| {
         let named = match serde_json::from_slice::<ServerJsonRpcMessage>(line) {
             Ok(JsonRpcMessage::Response(response)) => serde_json::to_value(&response.id).ok(),
             Ok(JsonRpcMessage::Error(error)) => {
