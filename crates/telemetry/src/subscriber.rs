@@ -75,6 +75,13 @@ impl Telemetry {
                 layers.push(
                     tracing_opentelemetry::layer()
                         .with_tracer(tracer)
+                        // An instrumented future enters and leaves its span on every poll;
+                        // these three would make each of those a clock read, an OpenTelemetry
+                        // context switch and extra attributes. Propagation reads the span's
+                        // context directly (`propagation.rs`), so none is needed.
+                        .with_tracked_inactivity(false)
+                        .with_context_activation(false)
+                        .with_threads(false)
                         .with_filter(own)
                         .boxed(),
                 );
