@@ -29,7 +29,8 @@
 //! reconnect on its own. Never in the default run: other tests share that server.
 //!
 //! `AGENTSESSIONS_SOAK_SEED` picks the kill moments (the default is fixed, so a failure
-//! reproduces); the figures of a run are printed at the end.
+//! reproduces); `AGENTSESSIONS_SOAK_SECS` stops the kills early once that many seconds have
+//! passed (a time budget for the slower journals); the figures of a run are printed at the end.
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -343,6 +344,10 @@ async fn the_daemon_survives_kills_without_losing_or_repeating_anything() {
     let terminate = setting("AGENTSESSIONS_SOAK_PG_TERMINATE", 0) == 1;
     let restart = setting("AGENTSESSIONS_SOAK_PG_RESTART", 0) == 1;
     let full_every = setting("AGENTSESSIONS_SOAK_FULL_EVERY", 100).max(1);
+    let budget = match setting("AGENTSESSIONS_SOAK_SECS", 0) {
+        0 => Duration::MAX,
+        secs => Duration::from_secs(secs),
+    };
     let dir = tempfile::tempdir().unwrap();
     let count_file = dir.path().join("count");
     let journal = match std::env::var("AGENTSESSIONS_SOAK_JOURNAL").as_deref() {
@@ -391,6 +396,9 @@ async fn the_daemon_survives_kills_without_losing_or_repeating_anything() {
         uids
     };
     for round in 0..kills {
+        if started.elapsed() >= budget {
+            break;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = sessions
             .iter()
