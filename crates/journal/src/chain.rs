@@ -354,7 +354,7 @@ mod tests {
     fn a_verifier_after_a_prefix_refuses_a_gap_or_a_foreign_link() {
         let records = chain(6);
         let prefix = verify_records(&records[..4]).unwrap();
-        let gap = ChainVerifier::after(prefix.clone()).push_records(&records[5..]);
+        let gap = ChainVerifier::after(prefix).push_records(&records[5..]);
         assert_eq!(
             gap,
             Err(ChainFault::Tampered {

@@ -122,10 +122,11 @@ impl Ledger {
         match kept.acknowledged.get(&seq) {
             Some(known) if known == hash => {}
             Some(_) => {
-                kept.found.get_or_insert(Finding::AcknowledgedTwice {
-                    session: session.to_owned(),
-                    seq,
-                });
+                kept.found
+                    .get_or_insert_with(|| Finding::AcknowledgedTwice {
+                        session: session.to_owned(),
+                        seq,
+                    });
             }
             None => {
                 kept.acknowledged.insert(seq, hash.to_owned());
@@ -267,7 +268,7 @@ mod tests {
     fn record(seq: i64, prev: &mut String, text: &str) -> pb::LogRecord {
         let event = Event::new(
             EventKind::Input,
-            EventBody::Message(Message::text_message("user", &format!("{text}{seq}"))),
+            EventBody::Message(Message::text_message("user", format!("{text}{seq}"))),
         );
         let prepared = PreparedEvent::new(event).unwrap();
         let hash = prepared.hash_at(prev, seq);
