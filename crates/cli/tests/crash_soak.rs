@@ -283,7 +283,7 @@ async fn check(
         let records = records_of(&mut client, uid, from).await;
         // The chain verifies and continues the one verified before; no acknowledged record is
         // lost or changed.
-        match ledger.lock().unwrap().check(uid, &records) {
+        match ledger.lock().unwrap().check(uid, from, &records) {
             Ok(seen) => {
                 checked.records += seen.records;
                 checked.acknowledged += seen.acknowledged;
@@ -299,6 +299,13 @@ async fn check(
         "the tool ran {effects} times for {calls} journaled calls"
     );
     checked
+}
+
+/// The last lines of the daemons' log: the temporary directory is gone once a failure unwinds.
+fn log_tail(dir: &Path) -> String {
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 /// Restarts the local PostgreSQL cluster (the one under `/etc/postgresql`, as root): a fast
@@ -429,8 +436,8 @@ async fn the_daemon_survives_kills_without_losing_or_repeating_anything() {
                 assert!(
                     restarted.elapsed() < RECOVERY,
                     "round {round}: no {CLIENTS} turns completed within {RECOVERY:?} of \
-                     restarting postgres: the daemon did not recover (see {}/daemon.log)",
-                    dir.path().display()
+                     restarting postgres: the daemon did not recover; its log ends:\n{}",
+                    log_tail(dir.path())
                 );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

@@ -144,8 +144,9 @@ impl Ledger {
         kept.anchor().min(lowest_unchecked).max(1)
     }
 
-    /// Checks `records`, read from [`Self::read_from`]'s seq to the head, and moves the verified
-    /// prefix to the head.
+    /// Checks `records`, read from `from` (what [`Self::read_from`] said) to the head, and moves
+    /// the verified prefix to the head. An acknowledgement that arrived after `from` was taken
+    /// and lies below it stays unchecked for the next round.
     ///
     /// # Errors
     /// The first [`Finding`]; the ledger is left as it was but for the acknowledgements, which
@@ -153,9 +154,9 @@ impl Ledger {
     pub(crate) fn check(
         &mut self,
         session: &str,
+        from: i64,
         records: &[pb::LogRecord],
     ) -> Result<Checked, Finding> {
-        let from = self.read_from(session);
         let kept = self.sessions.entry(session.to_owned()).or_default();
         if let Some(found) = kept.found.take() {
             return Err(found);
@@ -202,15 +203,17 @@ impl Ledger {
         if kept.anchor() > 0 {
             compare(kept.anchor(), &kept.verified.head_hash)?;
         }
-        for seq in &kept.unchecked {
+        let mut compared = 0;
+        for seq in kept.unchecked.range(from..) {
             compare(*seq, &kept.acknowledged[seq])?;
+            compared += 1;
         }
         let checked = Checked {
             records: records.len() as u64,
-            acknowledged: kept.unchecked.len() as u64,
+            acknowledged: compared,
         };
+        kept.unchecked.retain(|seq| *seq < from);
         kept.calls.extend(tool_calls(records));
-        kept.unchecked.clear();
         kept.verified = verifier.finish();
         Ok(checked)
     }
@@ -281,6 +284,12 @@ mod tests {
         }
     }
 
+    /// One round: what the ledger asks to read, checked.
+    fn round(ledger: &mut Ledger, records: &[pb::LogRecord]) -> Result<Checked, Finding> {
+        let from = ledger.read_from(S);
+        ledger.check(S, from, records)
+    }
+
     fn from(records: &[pb::LogRecord], seq: i64) -> Vec<pb::LogRecord> {
         records.iter().filter(|r| r.seq >= seq).cloned().collect()
     }
@@ -292,7 +301,7 @@ mod tests {
             ledger.acknowledge(S, r.seq, &r.content_hash);
         }
         assert_eq!(ledger.read_from(S), 1);
-        let seen = ledger.check(S, records).unwrap();
+        let seen = round(&mut ledger, records).unwrap();
         assert_eq!(seen.records, records.len() as u64);
         assert_eq!(seen.acknowledged, records.len() as u64);
         ledger
@@ -303,7 +312,7 @@ mod tests {
         let records = chain(8);
         let mut ledger = checked(&records[..5]);
         assert_eq!(ledger.read_from(S), 5);
-        let seen = ledger.check(S, &from(&records, 5)).unwrap();
+        let seen = round(&mut ledger, &from(&records, 5)).unwrap();
         assert_eq!(
             seen,
             Checked {
@@ -318,11 +327,29 @@ mod tests {
     fn an_acknowledgement_of_an_older_record_is_read_again() {
         let records = chain(6);
         let mut ledger = Ledger::default();
-        ledger.check(S, &records).unwrap();
+        round(&mut ledger, &records).unwrap();
         ledger.acknowledge(S, 2, &records[1].content_hash);
         assert_eq!(ledger.read_from(S), 2);
-        let seen = ledger.check(S, &from(&records, 2)).unwrap();
+        let seen = round(&mut ledger, &from(&records, 2)).unwrap();
         assert_eq!(seen.acknowledged, 1);
+    }
+
+    #[test]
+    fn an_acknowledgement_below_the_range_read_waits_for_the_next_round() {
+        let records = chain(6);
+        let mut ledger = Ledger::default();
+        round(&mut ledger, &records[..4]).unwrap();
+        let start = ledger.read_from(S);
+        // A late client acknowledges seq 2 after the range to read was chosen.
+        ledger.acknowledge(S, 2, "not what is stored at 2");
+        let seen = ledger.check(S, start, &from(&records, start)).unwrap();
+        assert_eq!(seen.acknowledged, 0);
+        assert_eq!(ledger.read_from(S), 2);
+        let found = round(&mut ledger, &from(&records, 2));
+        assert!(
+            matches!(found, Err(Finding::Changed { seq: 2, .. })),
+            "{found:?}"
+        );
     }
 
     #[test]
@@ -331,7 +358,7 @@ mod tests {
         let mut ledger = checked(&records);
         // The head went back to 4: the anchor (6) is gone.
         assert_eq!(
-            ledger.check(S, &[]),
+            round(&mut ledger, &[]),
             Err(Finding::Lost {
                 session: S.into(),
                 seq: 6
@@ -346,7 +373,7 @@ mod tests {
         // Records 5.. lost and written again with other content: a valid chain of its own.
         let mut prev = records[3].content_hash.clone();
         let rewritten: Vec<_> = (5..=7).map(|seq| record(seq, &mut prev, "x")).collect();
-        let found = ledger.check(S, &from(&rewritten, 6));
+        let found = round(&mut ledger, &from(&rewritten, 6));
         assert!(
             matches!(found, Err(Finding::Changed { seq: 6, .. })),
             "{found:?}"
@@ -360,7 +387,7 @@ mod tests {
         let mut prev = "not the kept hash".to_owned();
         let mut forged = vec![records[3].clone()];
         forged.extend((5..=6).map(|seq| record(seq, &mut prev, "m")));
-        let found = ledger.check(S, &forged);
+        let found = round(&mut ledger, &forged);
         assert!(matches!(found, Err(Finding::Chain { .. })), "{found:?}");
     }
 
@@ -370,7 +397,7 @@ mod tests {
         let mut ledger = checked(&records[..3]);
         // Content changed, hash kept: the content check fails.
         records[4].event = records[0].event.clone();
-        let found = ledger.check(S, &from(&records, 3));
+        let found = round(&mut ledger, &from(&records, 3));
         assert!(matches!(found, Err(Finding::Chain { .. })), "{found:?}");
     }
 
@@ -381,7 +408,7 @@ mod tests {
         // Acknowledged but never stored (the head stayed at 4).
         ledger.acknowledge(S, 5, "hash of a record that was lost");
         assert_eq!(
-            ledger.check(S, &from(&records, 2)),
+            round(&mut ledger, &from(&records, 2)),
             Err(Finding::Lost {
                 session: S.into(),
                 seq: 5
@@ -394,7 +421,7 @@ mod tests {
         let records = chain(4);
         let mut ledger = Ledger::default();
         ledger.acknowledge(S, 3, "what the client was told");
-        let found = ledger.check(S, &records);
+        let found = round(&mut ledger, &records);
         assert!(
             matches!(found, Err(Finding::Changed { seq: 3, .. })),
             "{found:?}"
@@ -407,7 +434,7 @@ mod tests {
         let mut ledger = checked(&records);
         ledger.acknowledge(S, 2, "another record at 2");
         assert_eq!(
-            ledger.check(S, &from(&records, 2)),
+            round(&mut ledger, &from(&records, 2)),
             Err(Finding::AcknowledgedTwice {
                 session: S.into(),
                 seq: 2
@@ -423,10 +450,10 @@ mod tests {
         // only the anchor) cannot see it, the full check must.
         let mut prev = records[0].content_hash.clone();
         records[1] = record(2, &mut prev, "x");
-        ledger.check(S, &from(&records, 6)).unwrap();
+        round(&mut ledger, &from(&records, 6)).unwrap();
         ledger.forget_verified(S);
         assert_eq!(ledger.read_from(S), 1);
-        let found = ledger.check(S, &records);
+        let found = round(&mut ledger, &records);
         assert!(matches!(found, Err(Finding::Chain { .. })), "{found:?}");
     }
 }
