@@ -138,12 +138,7 @@ pub struct RawRecord {
 /// The first [`ChainFault`] found, in seq order.
 pub fn verify_records(records: &[LogRecord]) -> Result<ChainSummary, ChainFault> {
     let mut verifier = ChainVerifier::new();
-    verifier.check_links(records.iter().map(|r| {
-        let content = canonical::canonical_event(&pb::Event::from(&r.event))
-            .map(|c| canonical::record_hash(&r.prev_hash, r.seq, &c) == r.hash)
-            .map_err(|e| e.to_string());
-        (r.seq, r.prev_hash.as_str(), r.hash.as_str(), content)
-    }))?;
+    verifier.push_records(records)?;
     Ok(verifier.finish())
 }
 
@@ -185,6 +180,32 @@ impl ChainVerifier {
             prev_hash: String::new(),
             records: 0,
         }
+    }
+
+    /// A verifier continuing a chain whose records 1 to `prefix.records` were verified before
+    /// and end with `prefix.head_hash`: it expects seq `prefix.records + 1` linked to that hash,
+    /// so a chain that only grows is checked by reading what was appended since.
+    /// [`Self::finish`] then counts the prefix too.
+    pub fn after(prefix: ChainSummary) -> Self {
+        let next_seq = i64::try_from(prefix.records).map_or(i64::MAX, |n| n.saturating_add(1));
+        Self {
+            next_seq,
+            prev_hash: prefix.head_hash,
+            records: prefix.records,
+        }
+    }
+
+    /// Verifies the next decoded records of the chain (as [`verify_records`] does).
+    ///
+    /// # Errors
+    /// The first [`ChainFault`] in `records`; the verifier should not be fed further after one.
+    pub fn push_records(&mut self, records: &[LogRecord]) -> Result<(), ChainFault> {
+        self.check_links(records.iter().map(|r| {
+            let content = canonical::canonical_event(&pb::Event::from(&r.event))
+                .map(|c| canonical::record_hash(&r.prev_hash, r.seq, &c) == r.hash)
+                .map_err(|e| e.to_string());
+            (r.seq, r.prev_hash.as_str(), r.hash.as_str(), content)
+        }))
     }
 
     /// Verifies the next rows of the chain.
@@ -293,4 +314,66 @@ fn content_of_raw(row: &RawRecord) -> ContentCheck {
     let wire = pb::Event::decode(row.blob.as_slice()).map_err(|e| e.to_string())?;
     let canonical = canonical::canonical_event(&wire).map_err(|e| e.to_string())?;
     Ok(canonical::record_hash(&row.prev_hash, row.seq, &canonical) == row.hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::input;
+
+    fn chain(n: i64) -> Vec<LogRecord> {
+        let mut prev = String::new();
+        (1..=n)
+            .map(|seq| {
+                let prepared = PreparedEvent::new(input(&format!("m{seq}"))).unwrap();
+                let hash = prepared.hash_at(&prev, seq);
+                LogRecord {
+                    seq,
+                    prev_hash: std::mem::replace(&mut prev, hash.clone()),
+                    hash,
+                    fence: 0,
+                    event: prepared.event,
+                    committed_at: None,
+                }
+            })
+            .collect()
+    }
+
+    // semantics §1.3: a chain verified in two parts verifies as a whole
+    #[test]
+    fn a_verifier_after_a_prefix_continues_the_chain() {
+        let records = chain(6);
+        let prefix = verify_records(&records[..4]).unwrap();
+        let mut verifier = ChainVerifier::after(prefix);
+        verifier.push_records(&records[4..]).unwrap();
+        assert_eq!(verifier.finish(), verify_records(&records).unwrap());
+    }
+
+    // semantics §1.3: what follows a prefix must link to its head and take the next seq
+    #[test]
+    fn a_verifier_after_a_prefix_refuses_a_gap_or_a_foreign_link() {
+        let records = chain(6);
+        let prefix = verify_records(&records[..4]).unwrap();
+        let gap = ChainVerifier::after(prefix).push_records(&records[5..]);
+        assert_eq!(
+            gap,
+            Err(ChainFault::Tampered {
+                seq: 6,
+                reason: TamperReason::SeqGap { expected: 5 }
+            })
+        );
+        let other = verify_records(&records[..3]).unwrap();
+        let foreign = ChainVerifier::after(ChainSummary {
+            records: 4,
+            head_hash: other.head_hash,
+        })
+        .push_records(&records[4..]);
+        assert_eq!(
+            foreign,
+            Err(ChainFault::Tampered {
+                seq: 5,
+                reason: TamperReason::PrevHashMismatch
+            })
+        );
+    }
 }
