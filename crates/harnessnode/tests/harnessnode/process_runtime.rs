@@ -77,6 +77,15 @@ async fn a_process_killed_mid_turn_is_replaced_on_the_next_create() {
         .unwrap()
         .unwrap();
     assert!(failed.is_err(), "the interrupted turn fails");
+    // /proc shows the leader as a zombie while its other threads still exit; the process can be
+    // reaped (and so is seen gone by the runtime) only after the last one ends.
+    for _ in 0..500 {
+        if runtime.process_id("s").await.is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(runtime.process_id("s").await, None, "the runtime sees the process gone");
 
     let second = runtime.create(&spec("s")).await.unwrap();
     assert_ne!(worker_pid(&second.worker), pid);
