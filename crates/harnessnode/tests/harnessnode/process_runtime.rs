@@ -85,7 +85,11 @@ async fn a_process_killed_mid_turn_is_replaced_on_the_next_create() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(runtime.process_id("s").await, None, "the runtime sees the process gone");
+    assert_eq!(
+        runtime.process_id("s").await,
+        None,
+        "the runtime sees the process gone"
+    );
 
     let second = runtime.create(&spec("s")).await.unwrap();
     assert_ne!(worker_pid(&second.worker), pid);
