@@ -203,7 +203,7 @@ impl Node {
 
     /// Whether the process still runs.
     pub(crate) fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        child_runs(&mut self.child, self.pid)
     }
 
     async fn wait_ready(&mut self, session: &str, timeout: Duration) -> Result<()> {
@@ -274,4 +274,19 @@ impl Drop for Node {
             tracing::warn!(path = %self.socket.display(), error = %err, "cannot remove a harness socket");
         }
     }
+}
+
+/// Whether `child` (whose pid is `pid`) still runs. A killed multi-threaded process cannot be
+/// reaped until its last thread has exited, while its leader already shows as a zombie in
+/// `/proc`; counting that as running would hand out an address nobody answers on.
+pub fn child_runs(child: &mut tokio::process::Child, pid: u32) -> bool {
+    matches!(child.try_wait(), Ok(None)) && !leader_is_zombie(pid)
+}
+
+/// Whether `/proc` shows `pid` as a zombie or dead (false when it cannot tell).
+fn leader_is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    })
 }
