@@ -66,7 +66,10 @@ fn seeds(corpus: &Corpus, step: usize, fuzzed: bool) -> Vec<Vec<u8>> {
         .filter(|(name, _)| name.starts_with(prefix) && (fuzzed || !name.contains("-found-")))
         .map(|(_, bytes)| bytes.clone())
         .collect();
-    assert!(!seeds.is_empty(), "no corpus/mcp_http seeds named {prefix}*");
+    assert!(
+        !seeds.is_empty(),
+        "no corpus/mcp_http seeds named {prefix}*"
+    );
     seeds
 }
 
@@ -189,8 +192,7 @@ impl Answer {
                 Err(std::io::Error::other("cut")),
             ])),
             Ending::Hold => Body::from_stream(
-                tokio_stream::iter([Ok::<_, std::io::Error>(body)])
-                    .chain(tokio_stream::pending()),
+                tokio_stream::iter([Ok::<_, std::io::Error>(body)]).chain(tokio_stream::pending()),
             ),
         };
         let mut response = Response::new(body);
@@ -247,10 +249,9 @@ async fn answer(State(peer): State<Arc<Peer>>, request: Request) -> Response {
                 "error": {"code": -32601, "message": "method not found"},
             });
             let mut response = Response::new(Body::from(error.to_string()));
-            response.headers_mut().insert(
-                "content-type",
-                HeaderValue::from_static("application/json"),
-            );
+            response
+                .headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
             return response;
         }
     };
@@ -415,9 +416,18 @@ fn every_conversation_of_valid_seeds_lists_and_answers() {
                 if !(reached.listed && reached.answered) {
                     failed.push(format!(
                         "{}\n{}\n{}\n=> {}",
-                        String::from_utf8_lossy(&init).lines().nth(1).unwrap_or_default(),
-                        String::from_utf8_lossy(&list).lines().nth(1).unwrap_or_default(),
-                        String::from_utf8_lossy(&call).lines().nth(1).unwrap_or_default(),
+                        String::from_utf8_lossy(&init)
+                            .lines()
+                            .nth(1)
+                            .unwrap_or_default(),
+                        String::from_utf8_lossy(&list)
+                            .lines()
+                            .nth(1)
+                            .unwrap_or_default(),
+                        String::from_utf8_lossy(&call)
+                            .lines()
+                            .nth(1)
+                            .unwrap_or_default(),
                         reached.text
                     ));
                 }
