@@ -373,7 +373,17 @@ fn mcp_http_server_answers_are_tools_results_or_errors() {
         prop_assert!(rss < MAX_RSS_KIB, "resident memory grew to {rss} KiB");
         Ok(())
     });
+    // Every case shut its hub down and stopped its peer: tasks left alive would be the hub's
+    // (a transport worker or SSE reconnection outliving `shutdown`), growing with the cases.
+    let alive = runtime.block_on(async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    });
     let (rss, peak) = rss_kib();
+    eprintln!("mcp/http_answers: {alive} tasks alive after the run");
+    assert!(alive < 8, "{alive} tasks outlived their cases");
     eprintln!(
         "mcp/http_answers: {} cases in {:?}, {} listed tools, {} calls answered, slowest case \
          {:?}, RSS {rss} KiB (peak {peak} KiB)",
