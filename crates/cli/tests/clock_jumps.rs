@@ -3,7 +3,9 @@
 //! reading (`FAKETIME_TIMESTAMP_FILE`, `FAKETIME_NO_CACHE=1`). The clock jumps back an hour and
 //! forward a day between turns and while a turn waits on its model. Turns complete, every chain
 //! verifies, seq order is the log's order whatever the commit times say, a deadline and a
-//! cancel still end a turn on time, and listing returns every session once.
+//! cancel still end a turn on time, and listing returns every session once; on the SQLite and
+//! the Postgres journal. With `[auth]`, a bearer token's `exp` and `nbf` are judged on the
+//! daemon's clock at each call.
 //!
 //! Only the wall clock (`CLOCK_REALTIME`) is faked (`FAKETIME_DONT_FAKE_MONOTONIC=1`): that is
 //! the clock NTP steps, an operator sets and a restored VM resumes with. The kernel never steps
