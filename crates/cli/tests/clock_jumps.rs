@@ -3,7 +3,9 @@
 //! reading (`FAKETIME_TIMESTAMP_FILE`, `FAKETIME_NO_CACHE=1`). The clock jumps back an hour and
 //! forward a day between turns and while a turn waits on its model. Turns complete, every chain
 //! verifies, seq order is the log's order whatever the commit times say, a deadline and a
-//! cancel still end a turn on time, and listing returns every session once.
+//! cancel still end a turn on time, and listing returns every session once; on the SQLite and
+//! the Postgres journal. With `[auth]`, a bearer token's `exp` and `nbf` are judged on the
+//! daemon's clock at each call.
 //!
 //! Only the wall clock (`CLOCK_REALTIME`) is faked (`FAKETIME_DONT_FAKE_MONOTONIC=1`): that is
 //! the clock NTP steps, an operator sets and a restored VM resumes with. The kernel never steps
@@ -89,11 +91,63 @@ impl Clock {
     }
 }
 
-fn start(dir: &Path, faketime: &Path, clock: &Clock, model: &CountingEndpoint) -> Daemon {
+/// Where the daemon's journal is.
+enum Store {
+    /// `journal.db` in the test's directory.
+    Sqlite,
+    /// A fresh schema of the test server (`AGENTSESSIONS_TEST_POSTGRES_URL`), dropped on drop.
+    Postgres(String),
+}
+
+fn pg_url() -> String {
+    std::env::var("AGENTSESSIONS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+impl Store {
+    fn postgres() -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        Self::Postgres(format!("clock_{}_{nanos}", std::process::id()))
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Self::Postgres(schema) = self {
+            let _ = std::process::Command::new("psql")
+                .args([
+                    &pg_url(),
+                    "-q",
+                    "-c",
+                    &format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
+                ])
+                .output();
+        }
+    }
+}
+
+/// The daemon under libfaketime on `store`, with the configuration file `config` when given.
+fn start_with(
+    dir: &Path,
+    faketime: &Path,
+    clock: &Clock,
+    model: &CountingEndpoint,
+    store: &Store,
+    config: Option<&Path>,
+) -> Daemon {
     let mut command = Daemon::command();
+    command.args(["--addr", "127.0.0.1:0", "--journal"]);
+    match store {
+        Store::Sqlite => command.arg(dir.join("journal.db")),
+        Store::Postgres(schema) => command.args([pg_url().as_str(), "--journal-schema", schema]),
+    };
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
     command
-        .args(["--addr", "127.0.0.1:0", "--journal"])
-        .arg(dir.join("journal.db"))
         .args(["--model", "m", "--model-base-url", &model.base_url])
         .env("MODEL_API_KEY", "k")
         .env("LD_PRELOAD", faketime)
@@ -103,6 +157,16 @@ fn start(dir: &Path, faketime: &Path, clock: &Clock, model: &CountingEndpoint) -
         .env("RUST_LOG", "warn")
         .stderr(Stdio::null());
     Daemon::spawn(command, false)
+}
+
+fn start(
+    dir: &Path,
+    faketime: &Path,
+    clock: &Clock,
+    model: &CountingEndpoint,
+    store: &Store,
+) -> Daemon {
+    start_with(dir, faketime, clock, model, store, None)
 }
 
 async fn turn(
@@ -144,6 +208,17 @@ async fn commit_times(client: &mut Client, session: &str) -> Vec<i64> {
 // issue 19: wall-clock jumps between and during turns break nothing.
 #[tokio::test]
 async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
+    jumps_break_nothing(&Store::Sqlite).await;
+}
+
+// The same on the Postgres journal, whose commit times and create times are the daemon's
+// clock too (not the database server's), and whose listing pages by create time.
+#[tokio::test]
+async fn wall_clock_jumps_break_nothing_on_postgres() {
+    jumps_break_nothing(&Store::postgres()).await;
+}
+
+async fn jumps_break_nothing(store: &Store) {
     let Some(faketime) = libfaketime() else {
         return;
     };
@@ -151,7 +226,7 @@ async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
     let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 3).await;
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::new(dir.path());
-    let daemon = start(dir.path(), &faketime, &clock, &model);
+    let daemon = start(dir.path(), &faketime, &clock, &model, store);
     let mut client = Client::dial(&daemon.addr).unwrap();
     let mut sessions = Vec::new();
 
@@ -276,7 +351,7 @@ async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
     // A restart on the real clock reads the same journal: every chain verifies, turns go on.
     daemon.sigkill();
     clock.jump_to(0);
-    let daemon = start(dir.path(), &faketime, &clock, &model);
+    let daemon = start(dir.path(), &faketime, &clock, &model, store);
     let mut client = Client::dial(&daemon.addr).unwrap();
     for session in &sessions {
         commit_times(&mut client, session).await;
@@ -284,4 +359,120 @@ async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
     turn(&mut client, &echo, "echo", 0).await.unwrap();
     turn(&mut client, &chat, "chat", 0).await.unwrap();
     commit_times(&mut client, &chat).await;
+}
+
+const ISSUER: &str = "https://idp.clock.test";
+const AUDIENCE: &str = "agentsessions-clock";
+const SECRET: &str = "clock-jump-test-secret-of-more-than-32-bytes";
+
+/// An HS256 token for `sub` valid (on the clock whose "now" is `now`) from `now − 5 s` to
+/// `now + lifetime`.
+fn token(sub: &str, now: i64, lifetime: i64) -> String {
+    let claims = serde_json::json!({
+        "iss": ISSUER, "sub": sub, "aud": AUDIENCE,
+        "iat": now, "nbf": now - 5, "exp": now + lifetime,
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+fn as_bearer(addr: &str, token: &str) -> Client {
+    Client::dial(addr)
+        .unwrap()
+        .with_bearer_token(token)
+        .unwrap()
+}
+
+// issue 19: with `[auth]`, a token's validity is judged on the daemon's clock as it is at each
+// call (libfaketime moves it, the test's clock stays real): a small step back (within the 60 s
+// leeway) does not invalidate a valid token; a day forward makes a token that the real clock
+// still holds valid expired, and it is refused with UNAUTHENTICATED before anything is written;
+// a token valid on the jumped clock works meanwhile; and once the clock is back, the first token
+// works again (nothing about it was cached).
+#[tokio::test]
+async fn token_expiry_is_judged_on_the_daemons_clock_across_jumps() {
+    let Some(faketime) = libfaketime() else {
+        return;
+    };
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hmac.key"), SECRET).unwrap();
+    let config = dir.path().join("agentsessionsd.toml");
+    let key = dir.path().join("hmac.key");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nrequire_authentication = true\n[auth.jwt]\nissuers = [\"{ISSUER}\"]\n\
+             audience = \"{AUDIENCE}\"\nleeway_secs = 60\n\
+             [[auth.jwt.hmac_keys]]\nsecret_file = \"{}\"\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    let clock = Clock::new(dir.path());
+    let store = Store::Sqlite;
+    let daemon = start_with(dir.path(), &faketime, &clock, &model, &store, Some(&config));
+    // Valid for an hour on the real clock.
+    let hour_token = token("alice", clock.now(), HOUR);
+    let mut alice = as_bearer(&daemon.addr, &hour_token);
+    let session = uid_of(&alice.create("tok", "echo", "").await.unwrap()).to_owned();
+    turn(&mut alice, &session, "echo", 0).await.unwrap();
+
+    // Back 30 s: `nbf` (5 s ago on the real clock) is now 25 s ahead of the daemon, within the
+    // leeway, and `exp` further away than ever.
+    clock.jump_to(-30);
+    turn(&mut alice, &session, "echo", 0).await.unwrap();
+    alice.get(&session).await.unwrap();
+
+    // Forward a day: the hour token expired 23 h ago on the daemon's clock.
+    clock.jump_to(DAY);
+    let mut day_token_holder = as_bearer(&daemon.addr, &token("alice", clock.now(), 600));
+    let records_before = day_token_holder.replay(&session, 0, 0).await.unwrap().len();
+    let sessions_before = day_token_holder.list(0).await.unwrap().len();
+    let refused = turn(&mut alice, &session, "echo", 0).await.unwrap_err();
+    assert!(
+        refused.contains("UNAUTHENTICATED") && refused.contains("expired"),
+        "an expired token ran a turn: {refused}"
+    );
+    let refused = alice
+        .create("late", "echo", "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("UNAUTHENTICATED"), "{refused}");
+    let refused = alice.get(&session).await.unwrap_err().to_string();
+    assert!(refused.contains("UNAUTHENTICATED"), "{refused}");
+    // Nothing the refused calls asked for happened.
+    assert_eq!(
+        day_token_holder.replay(&session, 0, 0).await.unwrap().len(),
+        records_before,
+        "a refused turn wrote records"
+    );
+    assert_eq!(
+        day_token_holder.list(0).await.unwrap().len(),
+        sessions_before,
+        "a refused create made a session"
+    );
+    // A token valid on the daemon's clock is admitted there.
+    turn(&mut day_token_holder, &session, "echo", 0)
+        .await
+        .unwrap();
+
+    // Back to the real clock: the hour token is valid again, the day token not yet (`nbf` a
+    // day ahead).
+    clock.jump_to(0);
+    turn(&mut alice, &session, "echo", 0).await.unwrap();
+    let early = turn(&mut day_token_holder, &session, "echo", 0)
+        .await
+        .unwrap_err();
+    assert!(early.contains("UNAUTHENTICATED"), "{early}");
+    let records = commit_times(&mut alice, &session).await;
+    assert!(
+        records.len() > records_before,
+        "the later turns were written"
+    );
 }

@@ -19,6 +19,13 @@ use crate::failure::{DbError, connect_error};
 use crate::schema::{self, SCHEMA_VERSION, in_schema};
 use crate::tasks::Tasks;
 
+/// The `application_name` of the journal's connections when the connection string sets none.
+pub(crate) const APPLICATION_NAME: &str = "agentsessions-journal";
+
+/// Appended to the `application_name` of the commit listener's connection
+/// (`agentsessions-journal-listener` by default).
+pub(crate) const LISTENER_SUFFIX: &str = "-listener";
+
 /// Where the journal's connections go.
 #[derive(Debug)]
 pub(crate) struct Target {
@@ -73,11 +80,19 @@ impl Target {
     }
 
     /// Opens a bare connection whose driving is left to the caller (the commit listener, which
-    /// reads its notifications from it).
+    /// reads its notifications from it). Its `application_name` is the journal's with
+    /// [`LISTENER_SUFFIX`], so an operator (or a test) can tell the listening backend from the
+    /// pooled ones in `pg_stat_activity`.
     pub(crate) async fn open_undriven(
         &self,
     ) -> Result<(Client, tokio_postgres::Connection<Socket, NoTlsStream>)> {
-        self.config
+        let mut config = self.config.clone();
+        let name = format!(
+            "{}{LISTENER_SUFFIX}",
+            config.get_application_name().unwrap_or(APPLICATION_NAME)
+        );
+        config.application_name(name);
+        config
             .connect(NoTls)
             .await
             .map_err(|e| connect_error(&self.display, &e))

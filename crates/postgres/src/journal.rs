@@ -56,7 +56,9 @@ impl PostgresJournal {
     /// Connects to the database named by `url` (a `postgresql://` URL or a `key=value`
     /// connection string), migrates the schema to [`SCHEMA_VERSION`](crate::SCHEMA_VERSION) and
     /// starts the writer tasks. TLS is not supported yet: use it over loopback or a private
-    /// network.
+    /// network. Its connections show in `pg_stat_activity` as `application_name`
+    /// `agentsessions-journal` unless the connection string sets another; the commit listener's
+    /// has `-listener` appended (`agentsessions-journal-listener`).
     ///
     /// # Errors
     /// [`JournalError::InvalidArgument`] for a malformed connection string or schema name,
@@ -71,7 +73,7 @@ impl PostgresJournal {
             config.connect_timeout(options.connect_timeout);
         }
         if config.get_application_name().is_none() {
-            config.application_name("agentsessions-journal");
+            config.application_name(crate::connection::APPLICATION_NAME);
         }
         let tasks = Arc::new(Tasks::default());
         let target = Arc::new(Target::new(

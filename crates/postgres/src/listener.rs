@@ -153,6 +153,9 @@ pub(crate) async fn run(
                 match opened {
                     Ok(listening) => {
                         backoff = FIRST_BACKOFF;
+                        // Logged because the failures are: without it an operator cannot tell
+                        // a listener that recovered from one still retrying.
+                        tracing::info!("journal commit listener reconnected");
                         // Commits made while no connection listened were not heard.
                         feed.wake_all();
                         listening

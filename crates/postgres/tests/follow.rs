@@ -28,11 +28,12 @@ async fn follow_to(follower: &mut RecordFollower, last: i64) -> Vec<LogRecord> {
     got
 }
 
-/// Waits until `want` backends of `application` are listening.
+/// Waits until `want` backends of `application` are listening (the listener's connection is
+/// named after the journal's, with `-listener` appended).
 async fn wait_for_listeners(db: &tokio_postgres::Client, application: &str, want: i64) {
     let listening = format!(
         "SELECT count(*) FROM pg_stat_activity \
-         WHERE application_name = '{application}' AND query ILIKE 'LISTEN%'"
+         WHERE application_name = '{application}-listener' AND query ILIKE 'LISTEN%'"
     );
     let deadline = std::time::Instant::now() + PATIENCE;
     while count(db, &listening).await != want {
@@ -112,7 +113,7 @@ async fn the_listener_reconnects_and_what_was_committed_meanwhile_is_read() {
             &db,
             &format!(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE application_name = '{app}' AND query ILIKE 'LISTEN%'"
+                 WHERE application_name = '{app}-listener' AND query ILIKE 'LISTEN%'"
             ),
         )
         .await;

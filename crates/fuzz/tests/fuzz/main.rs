@@ -13,5 +13,6 @@ mod config_toml;
 mod http_bodies;
 mod journal_inputs;
 mod mcp_answers;
+mod mcp_http_answers;
 mod protobuf_rpcs;
 mod provider_answers;
