@@ -565,6 +565,17 @@ fn log_tail(path: &Path) -> String {
     }
 }
 
+/// Whether `/proc` shows `pid` as a zombie or dead (false when it cannot tell). A killed QEMU
+/// (many threads) cannot be reaped until its last thread has exited, while its leader already
+/// shows as a zombie; counting it as running would dial a guest that is gone. (The local
+/// runtime's `process::child_runs` does the same; this crate depends on the API crate only.)
+fn leader_is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,15 +647,4 @@ mod tests {
         };
         assert!(append(&args(&held, None)).contains("agentsessions.answer_delay_ms=1500"));
     }
-}
-
-/// Whether `/proc` shows `pid` as a zombie or dead (false when it cannot tell). A killed QEMU
-/// (many threads) cannot be reaped until its last thread has exited, while its leader already
-/// shows as a zombie; counting it as running would dial a guest that is gone. (The local
-/// runtime's `process::child_runs` does the same; this crate depends on the API crate only.)
-fn leader_is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
-    })
 }
