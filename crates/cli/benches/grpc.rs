@@ -9,8 +9,8 @@
 //!
 //! `BENCH_TRACING` picks what observes the service: unset or `off`, no subscriber at all; `logs`,
 //! the daemon's log subscriber (lines to stderr); `otlp`, those logs plus every span exported
-//! over OTLP/gRPC to a receiver in this process (on its own thread) that counts them (issue 17's
-//! "tracing on").
+//! over OTLP/HTTP (the daemon's default protocol) to a receiver in this process (on its own
+//! thread) that keeps the requests and counts their spans after the runs (issue 17's "tracing on").
 //!
 //! Run with `cargo bench -p agentsessions-cli --bench grpc`; `BENCH_QUICK=1` for a smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
@@ -111,56 +111,61 @@ fn main() {
         }
         if let Some((telemetry, spans)) = tracing {
             telemetry.shutdown().await;
-            println!(
-                "spans received by the OTLP receiver: {}",
-                spans.load(std::sync::atomic::Ordering::Relaxed)
-            );
+            println!("spans received by the OTLP receiver: {}", spans.spans());
         }
     });
 }
 
-type Counted = std::sync::Arc<std::sync::atomic::AtomicU64>;
-
-/// Counts the spans it receives.
+/// Keeps the OTLP/HTTP export requests it receives, undecoded, so receiving costs the timed runs
+/// next to nothing (a real collector runs on another machine); the spans are counted afterwards.
 #[derive(Clone, Default)]
-struct CountingReceiver(Counted);
+struct StashingReceiver(std::sync::Arc<std::sync::Mutex<Vec<axum::body::Bytes>>>);
 
-#[tonic::async_trait]
-impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
-    for CountingReceiver
-{
-    async fn export(
-        &self,
-        request: tonic::Request<
-            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
-        >,
-    ) -> Result<
-        tonic::Response<
-            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
-        >,
-        tonic::Status,
-    > {
-        let spans: usize = request
-            .get_ref()
-            .resource_spans
+impl StashingReceiver {
+    /// The spans of every request received so far.
+    fn spans(&self) -> usize {
+        use prost::Message as _;
+        let bodies = self.0.lock().unwrap();
+        bodies
             .iter()
-            .flat_map(|r| &r.scope_spans)
-            .map(|s| s.spans.len())
-            .sum();
-        self.0
-            .fetch_add(spans as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(tonic::Response::new(Default::default()))
+            .map(|body| {
+                opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(
+                    body.as_ref(),
+                )
+                .unwrap()
+                .resource_spans
+                .iter()
+                .flat_map(|r| &r.scope_spans)
+                .map(|s| s.spans.len())
+                .sum::<usize>()
+            })
+            .sum()
     }
 }
 
-/// Serves `receiver` on a loopback port from its own thread and runtime, so receiving spans
-/// takes none of the service's workers (a real collector runs elsewhere); the port. The thread
+/// Serves `receiver` as an OTLP/HTTP endpoint (`POST /v1/traces`) on a loopback port from its
+/// own thread and runtime, so receiving takes none of the service's workers; the port. The thread
 /// lives as long as the bench process.
-fn spawn_receiver(receiver: CountingReceiver) -> u16 {
+fn spawn_receiver(receiver: StashingReceiver) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
-    let service = opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer::new(receiver);
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            axum::routing::post(
+                |axum::extract::State(kept): axum::extract::State<StashingReceiver>,
+                 body: axum::body::Bytes| async move {
+                    kept.0.lock().unwrap().push(body);
+                    // An empty ExportTraceServiceResponse: full success.
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
+                },
+            ),
+        )
+        .with_state(receiver);
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -168,34 +173,31 @@ fn spawn_receiver(receiver: CountingReceiver) -> u16 {
             .unwrap();
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let _ = tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-                .await;
+            let _ = axum::serve(listener, app).await;
         });
     });
     port
 }
 
 /// Installs what `BENCH_TRACING` asks for; with `otlp`, also the receiver and its span count.
-async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, Counted)> {
+async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, StashingReceiver)> {
     use agentsessions_telemetry::{LogFormat, Telemetry, TelemetryConfig};
     let mode = std::env::var("BENCH_TRACING").unwrap_or_default();
     let endpoint = match mode.as_str() {
         "" | "off" => return None,
         "logs" => String::new(),
         "otlp" => {
-            let receiver = CountingReceiver::default();
+            let receiver = StashingReceiver::default();
             let port = spawn_receiver(receiver.clone());
             let config = TelemetryConfig {
                 otlp_endpoint: format!("http://127.0.0.1:{port}"),
-                otlp_protocol: "grpc".into(),
+                otlp_protocol: "http/protobuf".into(),
                 ..TelemetryConfig::default()
             };
             let resolved = config.resolve().unwrap();
             let telemetry = Telemetry::install(LogFormat::Text, &resolved).unwrap();
-            println!("tracing: logs to stderr and spans over OTLP/gRPC to 127.0.0.1:{port}");
-            return Some((telemetry, receiver.0));
+            println!("tracing: logs to stderr and spans over OTLP/HTTP to 127.0.0.1:{port}");
+            return Some((telemetry, receiver));
         }
         other => panic!("BENCH_TRACING={other:?}: expected off, logs or otlp"),
     };
@@ -207,7 +209,7 @@ async fn tracing_mode() -> Option<(agentsessions_telemetry::Telemetry, Counted)>
     .unwrap();
     let telemetry = Telemetry::install(LogFormat::Text, &resolved).unwrap();
     println!("tracing: logs to stderr, no span export");
-    Some((telemetry, Counted::default()))
+    Some((telemetry, StashingReceiver::default()))
 }
 
 /// Serves a fresh service over `url`/`schema` on a loopback port; returns a client.

@@ -65,15 +65,21 @@ pub async fn append<C>(
 ) -> Result<Vec<LogRecord>> {
     let events = rules::prepare_batch(session, events, fence.is_none())?;
     // The caller's view of the group commit its records rode in: queueing, the transaction and
-    // the sync, as one span of the turn and one latency sample.
-    let span = tracing::info_span!(
-        "journal_commit",
-        otel.name = "journal commit",
-        // As i64: tracing-opentelemetry exports unsigned fields as strings.
-        agentsessions.journal.records = i64::try_from(events.len()).unwrap_or(i64::MAX),
-        agentsessions.journal.durable = durable,
-        expected_last_seq,
-    );
+    // the sync, as one span of the turn and one latency sample. A deferred append waits for no
+    // sync (its records become durable with the next durable commit), so it gets no span of its
+    // own: a turn's trace shows the commits it waited for, and tracing costs less per turn.
+    let span = if durable {
+        tracing::info_span!(
+            "journal_commit",
+            otel.name = "journal commit",
+            // As i64: tracing-opentelemetry exports unsigned fields as strings.
+            agentsessions.journal.records = i64::try_from(events.len()).unwrap_or(i64::MAX),
+            agentsessions.journal.durable = true,
+            expected_last_seq,
+        )
+    } else {
+        tracing::Span::none()
+    };
     let started = std::time::Instant::now();
     let appended = request(queue, |ack| {
         wrap(Append {
