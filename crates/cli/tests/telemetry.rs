@@ -489,6 +489,12 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
     );
     for commit in &commits {
         assert!(int(commit, "agentsessions.journal.records") >= 1);
+        // Only commits the turn waited for are spans; deferred appends ride the next one.
+        assert_eq!(
+            attributes(commit).get("agentsessions.journal.durable"),
+            Some(&Any::BoolValue(true)),
+            "{commit:?}"
+        );
         assert!(
             descends_from(&spans, commit, turn),
             "a commit of the turn runs inside it"
