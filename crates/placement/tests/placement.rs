@@ -358,6 +358,51 @@ async fn a_deleted_session_refuses_effects() {
     }
 }
 
+// extensions §3: while the reclaimer holds a deleted session (its compute stopping), an operation
+// with effects is refused as DeletionPending, not SessionBusy: retrying would not help.
+#[tokio::test]
+async fn a_deleted_session_being_reclaimed_refuses_effects_as_deleted() {
+    for (journal, _dir) in journals().await {
+        let stopping = Arc::new(Notify::new());
+        let runtime =
+            Arc::new(InMemoryTestRuntime::new(false, false).stopping_on(Arc::clone(&stopping)));
+        let placer: Placer = placer(Arc::clone(&journal), &runtime);
+        session(&journal, "s").await;
+        placer.exec(turn("s")).await.unwrap();
+        assert!(placer.delete("s").await.unwrap());
+        let reclaimer = {
+            let placer = placer.clone();
+            tokio::spawn(async move { placer.reclaim("s").await })
+        };
+        while !placer.is_busy("s") {
+            tokio::task::yield_now().await;
+        }
+        let refused = |e: PlacementError| {
+            assert!(matches!(e, PlacementError::DeletionPending(_)), "{e:?}");
+        };
+        refused(placer.exec(turn("s")).await.unwrap_err());
+        refused(placer.suspend("s").await.unwrap_err());
+        refused(
+            placer
+                .resume(ResumeCall {
+                    session: "s".to_owned(),
+                    ..ResumeCall::default()
+                })
+                .await
+                .unwrap_err(),
+        );
+        refused(
+            placer
+                .approve("s", &ApprovalDecision::default())
+                .await
+                .unwrap_err(),
+        );
+        assert!(placer.is_busy("s"), "the reclaimer still holds the session");
+        stopping.notify_one();
+        reclaimer.await.unwrap().unwrap();
+    }
+}
+
 // extensions §3: the reclaimer stops a deleted session's compute, which frees the snapshots the
 // runtime kept, then marks it reclaimed; the records stay readable. A session this host cannot
 // reach stays queued; an active one is never reclaimed.

@@ -40,7 +40,7 @@ use agentsessions_controller::{IdSource, TokenMinting, ToolExecutor, TurnSetting
 use agentsessions_journal::{Journal, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
-use crate::guard::SessionGuards;
+use crate::guard::{Held, SessionGuards};
 use crate::registry::{Registry, Route};
 use crate::states::{SessionState, SessionStates};
 
@@ -197,6 +197,25 @@ impl Placer {
     /// Whether an operation holds `session` on this host.
     pub fn is_busy(&self, session: &str) -> bool {
         self.guards.is_busy(session)
+    }
+
+    /// Takes `uid`'s guard for an operation with effects. A session pending deletion is refused
+    /// as such even while another operation (its reclaimer, say) holds it: waiting for the guard
+    /// would not help, so `DeletionPending` is the honest answer, not `SessionBusy`.
+    async fn take_guard(&self, uid: &str) -> Result<Held> {
+        match self.guards.try_take(uid) {
+            Err(PlacementError::SessionBusy(busy)) => {
+                let deleted = match self.info(uid).await {
+                    Ok(info) => self.live_state(&info).await.err(),
+                    Err(_) => None,
+                };
+                Err(match deleted {
+                    Some(deleted @ PlacementError::DeletionPending(_)) => deleted,
+                    _ => PlacementError::SessionBusy(busy),
+                })
+            }
+            taken => taken,
+        }
     }
 
     async fn info(&self, uid: &str) -> Result<SessionInfo> {

@@ -35,7 +35,7 @@ impl Placer {
             self.registry.check_route(session, &info.row.harness, "")?;
             self.registry.resolve(&info.row.harness)?
         };
-        let _held = self.guards.try_take(session)?;
+        let _held = self.take_guard(session).await?;
         let target = Incarnation {
             id: session.to_owned(),
             compute_instance: state.facts().recorded_instance(&route.name),

@@ -170,7 +170,7 @@ impl Placer {
     /// back as `Controller(Parked)` after the hand-off (SUSPEND recorded).
     pub async fn exec(&self, call: ExecCall) -> Result<TurnOutcome> {
         let uid = call.session.as_str();
-        let held = Arc::new(self.guards.try_take(uid)?);
+        let held = Arc::new(self.take_guard(uid).await?);
         let info = self.info(uid).await?;
         let state = self.live_state(&info).await?;
         let scan = state.view().approvals()?;
@@ -301,7 +301,7 @@ impl Placer {
     /// undecided approval comes back as `Controller(Parked)` without touching compute.
     pub async fn resume(&self, call: ResumeCall) -> Result<ResumeOutcome> {
         let uid = call.session.as_str();
-        let held = Arc::new(self.guards.try_take(uid)?);
+        let held = Arc::new(self.take_guard(uid).await?);
         let info = self.info(uid).await?;
         let state = self.live_state(&info).await?;
         let route = self.recorded_route(uid, &info, &state)?;
@@ -404,7 +404,7 @@ impl Placer {
     /// `SessionBusy`, `Journal(SessionNotFound)`, `DeletionPending`,
     /// `Controller(InvalidApprovalDecision)`, journal failures.
     pub async fn approve(&self, session: &str, decision: &ApprovalDecision) -> Result<LogRecord> {
-        let _held = self.guards.try_take(session)?;
+        let _held = self.take_guard(session).await?;
         let info = self.info(session).await?;
         let state = self.live_state(&info).await?;
         let controller = Controller::new(

@@ -105,6 +105,8 @@ pub(crate) struct InMemoryTestRuntime {
     memory_harness: bool,
     state: Mutex<State>,
     gate: Option<Arc<Notify>>,
+    /// When set, `stop` waits for a notification first (an operation that holds its session).
+    stop_gate: Option<Arc<Notify>>,
 }
 
 impl InMemoryTestRuntime {
@@ -114,7 +116,14 @@ impl InMemoryTestRuntime {
             memory_harness,
             state: Mutex::new(State::default()),
             gate: None,
+            stop_gate: None,
         }
+    }
+
+    /// Makes `stop` wait for `gate` to be notified.
+    pub(crate) fn stopping_on(mut self, gate: Arc<Notify>) -> Self {
+        self.stop_gate = Some(gate);
+        self
     }
 
     pub(crate) fn gated(mut self, gate: Arc<Notify>) -> Self {
@@ -265,6 +274,9 @@ impl Runtime for InMemoryTestRuntime {
     }
 
     async fn stop(&self, incarnation: &Incarnation) -> agentsessions_api::Result<()> {
+        if let Some(gate) = &self.stop_gate {
+            gate.notified().await;
+        }
         let mut state = self.state.lock().unwrap();
         state.stops += 1;
         state.live.remove(&incarnation.id);
