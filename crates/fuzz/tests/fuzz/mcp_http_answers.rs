@@ -8,12 +8,24 @@
 //! timeouts (shortened here so a held stream costs one second), and the process's memory stays
 //! bounded.
 //!
-//! A seed (`corpus/mcp_http/<step>-*.http`) is one HTTP response: a status line, header lines,
-//! a blank line, the body. In the body, `$ID` stands for the id of the request answered, `$HUGE`
-//! for [`HUGE`] bytes (once per answer, so the fuzz budget bounds what a case sends), `$CUT` for
-//! "the connection breaks here" and `$HOLD` for "the stream stays open, silent, from here".
-//! The peer acts as a stateful server would: once `initialize` handed out a session id, a
-//! request without it (or with another) gets `404`, which is rmcp's cue to initialize again.
+//! The call's stream can also be resumed. When a POST's event stream has carried an `id:` and
+//! then breaks (or ends, after waiting what its `retry:` asked) before the JSON-RPC response,
+//! rmcp asks again with a `GET` carrying `Last-Event-ID` and reads the events of that answer as
+//! the rest of the stream; it keeps asking (at once after a break, with a growing pause after a
+//! failed `GET`) until the response arrives, a `405` says the server offers no streams, or the
+//! call's timeout ends the wait. The peer answers every such `GET` with the conversation's fourth
+//! answer, fuzzed like the others: the rest of the stream with the response, replayed or
+//! duplicate ids, a stream cut or held again, `405`, `404`, `503`, wrong content types, `$HUGE`.
+//! A `GET` without `Last-Event-ID` (rmcp's standalone stream) is refused with `405`.
+//!
+//! A seed (`corpus/mcp_http/<step>-*.http`, the steps being `initialize`, `tools_list`,
+//! `call_` and `resume_`) is one HTTP response: a status line, header lines, a blank line, the
+//! body. In the body, `$ID` stands for the id of the request answered (for a resumed stream,
+//! the call's), `$HUGE` for [`HUGE`] bytes (once per answer, so the fuzz budget bounds what a
+//! case sends), `$CUT` for "the connection breaks here" and `$HOLD` for "the stream stays open,
+//! silent, from here". The peer acts as a stateful server would: once `initialize` handed out a
+//! session id, a request without it (or with another) gets `404`, which is rmcp's cue to
+//! initialize again.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,30 +52,30 @@ const CALL_TIMEOUT_SECS: u64 = 1;
 const CASE_LIMIT: Duration = Duration::from_secs(6);
 /// What `$HUGE` expands to: just over rmcp's per-event and per-JSON-body limits (16 MiB).
 const HUGE: usize = 16 * 1024 * 1024 + 1024;
+/// How long after the bytes before `$CUT` the connection breaks: time for hyper to write them.
+const CUT_DELAY: Duration = Duration::from_millis(20);
 /// Largest request body the peer reads (the hub's requests are small).
 const MAX_REQUEST: usize = 1024 * 1024;
 /// The whole run's resident memory may not exceed this: each case's answers are bounded (at
 /// most one [`HUGE`] per answer), so growth past it is a leak or an unbounded buffer.
 const MAX_RSS_KIB: u64 = 1024 * 1024;
 
-/// The answers of one conversation: `initialize`, `tools/list`, `tools/call`.
-type Answers = [Vec<u8>; 3];
+/// The answers of one conversation: `initialize`, `tools/list`, `tools/call`, and the `GET`
+/// that resumes the call's stream.
+type Answers = [Vec<u8>; 4];
 
-const STEPS: [&str; 3] = ["initialize", "tools_list", "call_"];
+const STEPS: [&str; 4] = ["initialize", "tools_list", "call_", "resume_"];
 
-/// The seeds of one step. As the valid neighbours of a fuzzed step only well-formed answers
-/// serve (`call_result*` for the call), so that the fuzzed step's deep paths are reached; a
-/// fuzzed step draws on every seed of its step.
-fn seeds(corpus: &Corpus, step: usize, fuzzed: bool) -> Vec<Vec<u8>> {
-    let prefix = if step == 2 && !fuzzed {
-        "call_result"
-    } else {
-        STEPS[step]
-    };
+/// Index of the resumed stream's answer in [`Answers`].
+const RESUME: usize = 3;
+
+/// The seeds named `prefix*`; the inputs that once found a bug (`-found-`) only if
+/// `with_found`, since those are no valid neighbours.
+fn seeds_named(corpus: &Corpus, prefix: &str, with_found: bool) -> Vec<Vec<u8>> {
     let seeds: Vec<Vec<u8>> = corpus
         .seeds
         .iter()
-        .filter(|(name, _)| name.starts_with(prefix) && (fuzzed || !name.contains("-found-")))
+        .filter(|(name, _)| name.starts_with(prefix) && (with_found || !name.contains("-found-")))
         .map(|(_, bytes)| bytes.clone())
         .collect();
     assert!(
@@ -73,14 +85,30 @@ fn seeds(corpus: &Corpus, step: usize, fuzzed: bool) -> Vec<Vec<u8>> {
     seeds
 }
 
+/// The seeds of one step. As the valid neighbours of a fuzzed step only well-formed answers
+/// serve (`call_result*` for the call, `resume_result*` for the resumed stream), so that the
+/// fuzzed step's deep paths are reached; a fuzzed step draws on every seed of its step.
+fn seeds(corpus: &Corpus, step: usize, fuzzed: bool) -> Vec<Vec<u8>> {
+    let prefix = match (step, fuzzed) {
+        (2, false) => "call_result",
+        (RESUME, false) => "resume_result",
+        _ => STEPS[step],
+    };
+    seeds_named(corpus, prefix, fuzzed)
+}
+
+/// One step fuzzed per case, the others valid. A fuzzed resume follows a call whose stream
+/// carried an event id and broke before the result (`call_cut*`), or no `GET` would be sent.
 fn answers() -> BoxedStrategy<Answers> {
     let corpus = Corpus::load("mcp_http").unwrap();
     let valid = |step: usize| proptest::sample::select(seeds(&corpus, step, false)).boxed();
     let fuzzed = |step: usize| bytes_or_mutation(seeds(&corpus, step, true));
+    let cut_call = proptest::sample::select(seeds_named(&corpus, "call_cut", false));
     prop_oneof![
-        (fuzzed(0), valid(1), valid(2)).prop_map(|(a, b, c)| [a, b, c]),
-        (valid(0), fuzzed(1), valid(2)).prop_map(|(a, b, c)| [a, b, c]),
-        (valid(0), valid(1), fuzzed(2)).prop_map(|(a, b, c)| [a, b, c]),
+        (fuzzed(0), valid(1), valid(2), valid(3)).prop_map(|(a, b, c, d)| [a, b, c, d]),
+        (valid(0), fuzzed(1), valid(2), valid(3)).prop_map(|(a, b, c, d)| [a, b, c, d]),
+        (valid(0), valid(1), fuzzed(2), valid(3)).prop_map(|(a, b, c, d)| [a, b, c, d]),
+        (valid(0), valid(1), cut_call, fuzzed(3)).prop_map(|(a, b, c, d)| [a, b, c, d]),
     ]
     .boxed()
 }
@@ -187,10 +215,15 @@ impl Answer {
         let body = Bytes::from(self.body);
         let body = match self.ending {
             Ending::Whole => Body::from(body),
-            Ending::Cut => Body::from_stream(tokio_stream::iter([
-                Ok(body),
-                Err(std::io::Error::other("cut")),
-            ])),
+            // The break waits a moment: an error right behind the bytes would have hyper drop
+            // the connection before it wrote the response head, a failed request rather than a
+            // stream cut mid-event (and no event id for rmcp to resume after).
+            Ending::Cut => Body::from_stream(tokio_stream::iter([Ok(body)]).chain(
+                tokio_stream::iter([()]).then(|()| async {
+                    tokio::time::sleep(CUT_DELAY).await;
+                    Err(std::io::Error::other("cut"))
+                }),
+            )),
             Ending::Hold => Body::from_stream(
                 tokio_stream::iter([Ok::<_, std::io::Error>(body)]).chain(tokio_stream::pending()),
             ),
@@ -204,11 +237,20 @@ impl Answer {
     }
 }
 
+/// How many resumptions a peer remembers the `Last-Event-ID` of: a stream cut again on every
+/// resumption is asked for again at once, until the call's timeout, so the count is not bounded
+/// by the script.
+const RESUMES_KEPT: usize = 16;
+
 /// What the peer of one case knows.
 struct Peer {
     answers: Answers,
     /// The session id its `initialize` answer handed out, if any.
     session: Mutex<Option<HeaderValue>>,
+    /// The id of the last `tools/call`: a resumed stream carries that call's response.
+    call_id: Mutex<Value>,
+    /// The `Last-Event-ID` of each resuming `GET` (the first [`RESUMES_KEPT`]).
+    resumed_after: Mutex<Vec<String>>,
 }
 
 fn status(code: StatusCode) -> Response {
@@ -217,11 +259,44 @@ fn status(code: StatusCode) -> Response {
     response
 }
 
+/// Whether a request presenting `presented` belongs to the peer's session (any request does
+/// while no session was handed out).
+fn in_session(peer: &Peer, presented: Option<&HeaderValue>) -> bool {
+    let session = peer.session.lock().unwrap_or_else(PoisonError::into_inner);
+    session.is_none() || session.as_ref() == presented
+}
+
+/// A `GET`: with `Last-Event-ID`, rmcp resuming the call's stream, answered with the script's
+/// resume answer; without, its standalone stream, which this server does not offer.
+fn resume(peer: &Peer, request: &Request) -> Response {
+    let Some(last_event_id) = request.headers().get("last-event-id") else {
+        return status(StatusCode::METHOD_NOT_ALLOWED);
+    };
+    {
+        let mut resumed_after = peer
+            .resumed_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if resumed_after.len() < RESUMES_KEPT {
+            resumed_after.push(String::from_utf8_lossy(last_event_id.as_bytes()).into_owned());
+        }
+    }
+    if !in_session(peer, request.headers().get("mcp-session-id")) {
+        return status(StatusCode::NOT_FOUND);
+    }
+    let call_id = peer
+        .call_id
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    Answer::parse(&peer.answers[RESUME], &call_id).into_response()
+}
+
 async fn answer(State(peer): State<Arc<Peer>>, request: Request) -> Response {
-    // No standalone stream (the spec's answer for a server that offers none); DELETE ends
-    // nothing to speak of.
+    // DELETE ends nothing to speak of.
     match *request.method() {
         Method::POST => {}
+        Method::GET => return resume(&peer, &request),
         Method::DELETE => return status(StatusCode::OK),
         _ => return status(StatusCode::METHOD_NOT_ALLOWED),
     }
@@ -255,18 +330,17 @@ async fn answer(State(peer): State<Arc<Peer>>, request: Request) -> Response {
             return response;
         }
     };
-    {
-        let mut session = peer.session.lock().unwrap_or_else(PoisonError::into_inner);
-        if step > 0 && session.is_some() && *session != presented {
-            return status(StatusCode::NOT_FOUND);
-        }
-        let answer = Answer::parse(&peer.answers[step], id);
-        if step == 0 {
-            *session = answer.session().cloned();
-        }
-        drop(session);
-        answer.into_response()
+    if step > 0 && !in_session(&peer, presented.as_ref()) {
+        return status(StatusCode::NOT_FOUND);
     }
+    if step == 2 {
+        *peer.call_id.lock().unwrap_or_else(PoisonError::into_inner) = id.clone();
+    }
+    let answer = Answer::parse(&peer.answers[step], id);
+    if step == 0 {
+        *peer.session.lock().unwrap_or_else(PoisonError::into_inner) = answer.session().cloned();
+    }
+    answer.into_response()
 }
 
 /// How far a conversation went.
@@ -275,6 +349,9 @@ struct Reached {
     answered: bool,
     /// The call's result or error, as text.
     text: String,
+    /// The `Last-Event-ID` of each `GET` that resumed the call's stream (the first
+    /// [`RESUMES_KEPT`]).
+    resumed_after: Vec<String>,
 }
 
 async fn converse(case: usize, answers: Answers, ledger: ToolLedger) -> Reached {
@@ -283,8 +360,12 @@ async fn converse(case: usize, answers: Answers, ledger: ToolLedger) -> Reached 
     let peer = Arc::new(Peer {
         answers,
         session: Mutex::new(None),
+        call_id: Mutex::new(Value::Null),
+        resumed_after: Mutex::new(Vec::new()),
     });
-    let app = axum::Router::new().fallback(answer).with_state(peer);
+    let app = axum::Router::new()
+        .fallback(answer)
+        .with_state(Arc::clone(&peer));
     // Aborted below: held streams would keep it serving.
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let config = McpServerConfig {
@@ -324,6 +405,12 @@ async fn converse(case: usize, answers: Answers, ledger: ToolLedger) -> Reached 
             Ok(result) => format!("{result:?}"),
             Err(e) => e.to_string(),
         },
+        resumed_after: std::mem::take(
+            &mut *peer
+                .resumed_after
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        ),
     }
 }
 
@@ -351,6 +438,8 @@ fn mcp_http_server_answers_are_tools_results_or_errors() {
     let cases = AtomicUsize::new(0);
     let listed = AtomicUsize::new(0);
     let answered = AtomicUsize::new(0);
+    let resumed = AtomicUsize::new(0);
+    let answered_after_resuming = AtomicUsize::new(0);
     let slowest = Mutex::new(Duration::ZERO);
     let started = Instant::now();
     run("mcp/http_answers", config(), &answers(), |answers| {
@@ -369,6 +458,12 @@ fn mcp_http_server_answers_are_tools_results_or_errors() {
         *slowest = (*slowest).max(took);
         listed.fetch_add(usize::from(reached.listed), Ordering::Relaxed);
         answered.fetch_add(usize::from(reached.answered), Ordering::Relaxed);
+        let resumed_here = !reached.resumed_after.is_empty();
+        resumed.fetch_add(usize::from(resumed_here), Ordering::Relaxed);
+        answered_after_resuming.fetch_add(
+            usize::from(resumed_here && reached.answered),
+            Ordering::Relaxed,
+        );
         let (rss, _) = rss_kib();
         prop_assert!(rss < MAX_RSS_KIB, "resident memory grew to {rss} KiB");
         Ok(())
@@ -385,18 +480,26 @@ fn mcp_http_server_answers_are_tools_results_or_errors() {
     eprintln!("mcp/http_answers: {alive} tasks alive after the run");
     assert!(alive < 8, "{alive} tasks outlived their cases");
     eprintln!(
-        "mcp/http_answers: {} cases in {:?}, {} listed tools, {} calls answered, slowest case \
-         {:?}, RSS {rss} KiB (peak {peak} KiB)",
+        "mcp/http_answers: {} cases in {:?}, {} listed tools, {} calls answered, {} calls \
+         resumed by GET ({} of them answered), slowest case {:?}, RSS {rss} KiB (peak {peak} \
+         KiB)",
         cases.load(Ordering::Relaxed),
         started.elapsed(),
         listed.load(Ordering::Relaxed),
         answered.load(Ordering::Relaxed),
+        resumed.load(Ordering::Relaxed),
+        answered_after_resuming.load(Ordering::Relaxed),
         slowest.lock().unwrap_or_else(PoisonError::into_inner),
     );
-    // Not vacuous: the valid steps around the fuzzed one reach the listing and the call.
+    // Not vacuous: the valid steps around the fuzzed one reach the listing and the call, and
+    // the cut calls before a fuzzed resume reach the resuming `GET`.
     assert!(
         listed.load(Ordering::Relaxed) > 0 && answered.load(Ordering::Relaxed) > 0,
         "no case got past the handshake"
+    );
+    assert!(
+        resumed.load(Ordering::Relaxed) > 0,
+        "no case resumed the call's stream"
     );
 }
 
@@ -412,12 +515,14 @@ fn every_conversation_of_valid_seeds_lists_and_answers() {
         .unwrap();
     let corpus = Corpus::load("mcp_http").unwrap();
     let ledger = ToolLedger::in_memory().unwrap();
+    // The call_result answers are whole: nothing resumes them.
+    let resume = seeds(&corpus, RESUME, false).swap_remove(0);
     let mut case = 0;
     let mut failed = Vec::new();
     for init in seeds(&corpus, 0, false) {
         for list in seeds(&corpus, 1, false) {
             for call in seeds(&corpus, 2, false) {
-                let answers = [init.clone(), list.clone(), call.clone()];
+                let answers = [init.clone(), list.clone(), call.clone(), resume.clone()];
                 let reached = runtime.block_on(async {
                     tokio::time::timeout(CASE_LIMIT, converse(case, answers, ledger.clone()))
                         .await
@@ -442,6 +547,79 @@ fn every_conversation_of_valid_seeds_lists_and_answers() {
                     ));
                 }
                 case += 1;
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+/// The id of the last `id:` line `seed`'s body sends before it breaks: what rmcp must present
+/// as `Last-Event-ID` when it resumes.
+fn last_event_id_sent(seed: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(seed);
+    let sent = text.split("$CUT").next().unwrap_or_default();
+    sent.lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("id:"))
+        .map(|id| id.strip_prefix(' ').unwrap_or(id).to_owned())
+}
+
+// The resume path itself: a call whose event stream carried an id and broke (or ended) before
+// its result is finished by the `GET` that presents that id as `Last-Event-ID`, with and
+// without a session, for every cut call seed and every valid resume seed. The same call with a
+// `405` for the `GET` fails, so the result really came from the resumed stream.
+#[test]
+fn a_call_stream_cut_after_an_event_id_is_resumed_by_get_and_answered() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let corpus = Corpus::load("mcp_http").unwrap();
+    let ledger = ToolLedger::in_memory().unwrap();
+    let list = seeds(&corpus, 1, false).swap_remove(0);
+    let refused = seeds_named(&corpus, "resume_not-supported-405", false).swap_remove(0);
+    let mut case = 0;
+    let mut failed = Vec::new();
+    for init in seeds(&corpus, 0, false) {
+        for call in seeds_named(&corpus, "call_cut", false) {
+            let expected = last_event_id_sent(&call).expect("a call_cut seed sends an id");
+            for resume in seeds(&corpus, RESUME, false) {
+                let answers = [init.clone(), list.clone(), call.clone(), resume.clone()];
+                let reached = runtime.block_on(async {
+                    tokio::time::timeout(CASE_LIMIT, converse(case, answers, ledger.clone()))
+                        .await
+                        .expect("bounded time")
+                });
+                case += 1;
+                let resumed_right = reached.resumed_after.first() == Some(&expected);
+                if !(reached.listed && reached.answered && resumed_right) {
+                    failed.push(format!(
+                        "{}\n{}\n{}\n=> resumed after {:?} (expected {expected:?}): {}",
+                        String::from_utf8_lossy(&init),
+                        String::from_utf8_lossy(&call),
+                        String::from_utf8_lossy(&resume),
+                        reached.resumed_after,
+                        reached.text
+                    ));
+                }
+            }
+            let answers = [init.clone(), list.clone(), call.clone(), refused.clone()];
+            let reached = runtime.block_on(async {
+                tokio::time::timeout(CASE_LIMIT, converse(case, answers, ledger.clone()))
+                    .await
+                    .expect("bounded time")
+            });
+            case += 1;
+            if reached.answered || reached.resumed_after.first() != Some(&expected) {
+                failed.push(format!(
+                    "{}\n{}\n=> with the GET refused: resumed after {:?}, answered {}: {}",
+                    String::from_utf8_lossy(&init),
+                    String::from_utf8_lossy(&call),
+                    reached.resumed_after,
+                    reached.answered,
+                    reached.text
+                ));
             }
         }
     }
