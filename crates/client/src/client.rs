@@ -10,9 +10,12 @@ use crate::error::{ClientError, Result};
 use crate::options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
 use crate::watch::Watch;
 
-/// Records asked for per `ReadRecords` page: the server's maximum, so a long log takes few
-/// round trips (pages still end early at the server's byte cap).
-const READ_PAGE_RECORDS: i32 = 10_000;
+/// Records asked for per `ReadRecords` page. Once the first page names the head, the rest of
+/// the range is read as pages of this size several at a time, so the server renders and the
+/// client decodes them on all cores (one 10,000-record page is one core's work on each side).
+const READ_PAGE_RECORDS: i32 = 1_000;
+/// Pages of one read in flight at once.
+const READ_PAGES_IN_FLIGHT: usize = 4;
 
 /// A connection to a Sessions server.
 #[derive(Debug, Clone)]
@@ -281,26 +284,75 @@ impl Client {
         from: i64,
         to: i64,
     ) -> Result<Vec<pb::LogRecord>> {
-        let mut records = Vec::new();
-        let (mut next, mut to) = (from, to);
+        let first = self.read_page(uid, from, to).await?;
+        let mut records = first.records;
+        if first.next_seq == 0 {
+            return Ok(records);
+        }
+        // Pin the end at the first page's head, so a session that grows meanwhile ends.
+        let end = if to <= 0 {
+            first.head_seq
+        } else {
+            to.min(first.head_seq)
+        };
+        let ranges = page_ranges(first.next_seq, end);
+        let id = request_id::current_request_id()
+            .unwrap_or_else(|| request_id::incoming(&tonic::metadata::MetadataMap::new()));
+        // Owned here: dropping the set (an error returned early) aborts the pages still read.
+        let mut pages = tokio::task::JoinSet::new();
+        let mut read = vec![Vec::new(); ranges.len()];
+        let mut queued = ranges.into_iter().enumerate();
         loop {
-            let page = self
-                .inner
-                .read_records(self.request(pb::ReadRecordsRequest {
-                    session: uid.to_owned(),
-                    from_seq: next,
-                    to_seq: to,
-                    max_records: READ_PAGE_RECORDS,
-                }))
-                .await?
-                .into_inner();
-            records.extend(page.records);
-            if page.next_seq == 0 {
-                return Ok(records);
+            while pages.len() < READ_PAGES_IN_FLIGHT
+                && let Some((index, (from, to))) = queued.next()
+            {
+                let mut client = self.clone();
+                let (uid, id) = (uid.to_owned(), id.clone());
+                pages.spawn(request_id::with_request_id(id, async move {
+                    client.read_range(&uid, from, to).await.map(|r| (index, r))
+                }));
             }
-            // Pin the end at the first page's head, so a session that grows meanwhile ends.
-            if to <= 0 {
-                to = page.head_seq;
+            let Some(done) = pages.join_next().await else {
+                break;
+            };
+            let (index, range) = done.map_err(|e| ClientError::PageLost {
+                session: uid.to_owned(),
+                reason: e.to_string(),
+            })??;
+            read[index] = range;
+        }
+        records.extend(read.into_iter().flatten());
+        Ok(records)
+    }
+
+    /// One `ReadRecords` page of `uid` from `from` (`to` 0: to the head).
+    async fn read_page(
+        &mut self,
+        uid: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<pb::ReadRecordsResponse> {
+        Ok(self
+            .inner
+            .read_records(self.request(pb::ReadRecordsRequest {
+                session: uid.to_owned(),
+                from_seq: from,
+                to_seq: to,
+                max_records: READ_PAGE_RECORDS,
+            }))
+            .await?
+            .into_inner())
+    }
+
+    /// Every record of `from..=to`, page after page (a page ends early at the server's byte cap).
+    async fn read_range(&mut self, uid: &str, from: i64, to: i64) -> Result<Vec<pb::LogRecord>> {
+        let mut records = Vec::new();
+        let mut next = from;
+        loop {
+            let page = self.read_page(uid, next, to).await?;
+            records.extend(page.records);
+            if page.next_seq == 0 || page.next_seq > to {
+                return Ok(records);
             }
             next = page.next_seq;
         }
@@ -410,4 +462,17 @@ impl Client {
         });
         Ok(self.inner.delete_session(call).await?.into_inner())
     }
+}
+
+/// `from..=to` cut into consecutive ranges of at most [`READ_PAGE_RECORDS`] seqs.
+fn page_ranges(from: i64, to: i64) -> Vec<(i64, i64)> {
+    let step = i64::from(READ_PAGE_RECORDS);
+    let mut ranges = Vec::new();
+    let mut start = from;
+    while start <= to {
+        let end = to.min(start.saturating_add(step - 1));
+        ranges.push((start, end));
+        start = end.saturating_add(1);
+    }
+    ranges
 }

@@ -22,6 +22,15 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+    /// A task reading part of a paged read ended without an answer (it panicked or was
+    /// cancelled, as when the runtime shuts down).
+    #[error("a ReadRecords page of session {session} was not read: {reason}")]
+    PageLost {
+        /// The session read.
+        session: String,
+        /// Why.
+        reason: String,
+    },
     /// A watch stream ended while its session was not deleted (the server went away).
     #[error("the watch of session {session} ended early; resume from seq {next_seq}")]
     WatchCut {
@@ -70,6 +79,7 @@ impl ClientError {
             Self::Dial { .. } => tonic::Code::InvalidArgument,
             Self::BadRecord { .. } => tonic::Code::DataLoss,
             Self::WatchCut { .. } => tonic::Code::Unavailable,
+            Self::PageLost { .. } => tonic::Code::Internal,
         }
     }
 }

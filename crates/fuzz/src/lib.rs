@@ -5,7 +5,8 @@
 //! Inputs come from two generators: arbitrary bytes or text, and mutations (byte flips,
 //! insertions, deletions, truncations, splices) of the seeds in `corpus/<target>/`, which hold
 //! valid inputs and every input that once found a bug. A short run is the default (`cargo test
-//! -p agentsessions-fuzz`, well under a minute on two cores); a long run sets
+//! -p agentsessions-fuzz`, about a minute and a half on two cores, most of it the HTTP MCP
+//! target waiting out the hub's timeouts); a long run sets
 //! [`CASES_VARIABLE`]:
 //!
 //! ```text
