@@ -351,7 +351,8 @@ impl Client {
         loop {
             let page = self.read_page(uid, next, to).await?;
             records.extend(page.records);
-            if page.next_seq == 0 || page.next_seq > to {
+            // A `next_seq` that does not move forward ends the range rather than looping.
+            if page.next_seq == 0 || page.next_seq > to || page.next_seq <= next {
                 return Ok(records);
             }
             next = page.next_seq;
