@@ -229,7 +229,10 @@ async fn read_records_in_concurrent_pages_equals_the_replay() {
         .iter()
         .map(prost::Message::encoded_len)
         .sum();
-    assert!(page_bytes > 3 << 20, "a page must pass the cap: {page_bytes}");
+    assert!(
+        page_bytes > 3 << 20,
+        "a page must pass the cap: {page_bytes}"
+    );
     let read = client.read_records(&uid, 0, 0).await.unwrap();
     assert_eq!(read.len(), replayed.len());
     assert!(read == replayed, "the paged read differs from the replay");
@@ -243,5 +246,11 @@ async fn read_records_in_concurrent_pages_equals_the_replay() {
             "{from}..={to}"
         );
     }
-    assert!(client.read_records(&uid, 2_501, 0).await.unwrap().is_empty());
+    assert!(
+        client
+            .read_records(&uid, 2_501, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
