@@ -242,7 +242,8 @@ async fn read_records_in_concurrent_pages_equals_the_replay() {
         let seqs: Vec<i64> = read.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, (from..=last).collect::<Vec<_>>(), "{from}..={to}");
         assert!(
-            read[..] == replayed[(from - 1) as usize..last as usize],
+            read[..]
+                == replayed[usize::try_from(from - 1).unwrap()..usize::try_from(last).unwrap()],
             "{from}..={to}"
         );
     }
