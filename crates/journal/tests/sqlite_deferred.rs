@@ -146,3 +146,80 @@ async fn consecutive_deferred_appends_wait_together() {
     j.append("s", head, fence, input("end")).await.unwrap();
     assert_eq!(j.wal_syncs() - before, 1);
 }
+
+// A short read runs on the calling worker (readers.rs) but waits for the sync asynchronously:
+// on a one-thread runtime another task keeps running while the read waits out the delay.
+#[tokio::test(flavor = "current_thread")]
+async fn a_quick_read_waits_for_durability_without_holding_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_millis(300));
+    let fence = j.new_fence("s").await.unwrap();
+    j.append_deferred("s", 0, Some(fence), vec![input("one")])
+        .await
+        .unwrap();
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let ticker = {
+        let ticks = std::sync::Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let before = j.wal_syncs();
+    assert_eq!(j.head("s").await.unwrap(), 1);
+    assert_eq!(j.wal_syncs(), before + 1, "the read waited for the sync");
+    ticker.abort();
+    let ticked = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        ticked >= 5,
+        "the thread was held while waiting ({ticked} ticks)"
+    );
+}
+
+// A range longer than the part read on the worker is finished on the blocking pool, through a
+// fork child's inherited prefix, with nothing missing or repeated.
+#[tokio::test]
+async fn long_reads_continue_past_the_quick_part_through_a_fork_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_millis(2));
+    let fence = j.new_fence("p").await.unwrap();
+    let mut head = 0;
+    for n in 0..150 {
+        head = j
+            .append_batch("p", head, fence, vec![input(&format!("p{n}"))])
+            .await
+            .unwrap()[0]
+            .seq;
+    }
+    let child_fence = j.fork_session("p", 100, "c").await.unwrap();
+    let mut child_head = 100;
+    for n in 0..70 {
+        child_head = j
+            .append_batch("c", child_head, child_fence, vec![input(&format!("c{n}"))])
+            .await
+            .unwrap()[0]
+            .seq;
+    }
+    let parent = j.read("p", 1, 0).await.unwrap();
+    assert_eq!(parent.len(), 150);
+    let child = j.read("c", 1, 0).await.unwrap();
+    assert_eq!(child.len(), 170);
+    assert_eq!(child[..100], parent[..100], "the inherited prefix");
+    for (i, record) in child.iter().enumerate() {
+        assert_eq!(record.seq, i64::try_from(i).unwrap() + 1);
+        if i > 0 {
+            assert_eq!(
+                record.prev_hash,
+                child[i - 1].hash,
+                "chain at seq {}",
+                record.seq
+            );
+        }
+    }
+    assert_eq!(j.read("c", 90, 0).await.unwrap(), child[89..].to_vec());
+    assert_eq!(j.read("c", 30, 160).await.unwrap(), child[29..160].to_vec());
+    assert_eq!(j.read("c", 40, 103).await.unwrap(), child[39..103].to_vec());
+    assert_eq!(j.read("c", 40, 104).await.unwrap(), child[39..104].to_vec());
+}

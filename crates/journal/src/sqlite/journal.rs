@@ -5,6 +5,7 @@ use agentsessions_api::{CallerIdentity, Event, Timestamp};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension as _, params};
 
+use super::readers::QUICK_ROWS;
 use super::writer::{self, Command};
 use super::{SqliteJournal, codec, prefix};
 use crate::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery, PendingApproval, decode_args};
@@ -66,7 +67,7 @@ impl Journal for SqliteJournal {
 
     async fn head(&self, session: &str) -> Result<i64> {
         let session = session.to_owned();
-        self.with_reader(move |conn| {
+        self.with_quick_reader(move |conn| {
             Ok(conn
                 .prepare_cached(
                     "SELECT COALESCE((SELECT MAX(seq) FROM events WHERE session = ?1),
@@ -79,36 +80,22 @@ impl Journal for SqliteJournal {
 
     async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
         let (from, to) = rules::read_window(from, to)?;
-        let session = session.to_owned();
-        self.with_reader(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, prev_hash, hash, fence, event, committed_at FROM events
-                 WHERE session = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
-            )?;
-            let mut out = Vec::new();
-            for run in prefix::segments(conn, &session)? {
-                let Some(run) = run.clip(from, to) else {
-                    continue;
-                };
-                let mut rows = stmt.query(params![run.session, run.lo, run.hi])?;
-                while let Some(row) = rows.next()? {
-                    let seq: i64 = row.get(0)?;
-                    let blob: Vec<u8> = row.get(4)?;
-                    let committed_at: i64 = row.get(5)?;
-                    out.push(LogRecord {
-                        seq,
-                        prev_hash: row.get(1)?,
-                        hash: row.get(2)?,
-                        fence: row.get(3)?,
-                        event: decode_event(&run.session, seq, &blob)?,
-                        committed_at: (committed_at != 0)
-                            .then(|| Timestamp::from_unix_nanos(committed_at)),
-                    });
-                }
-            }
-            Ok(out)
-        })
-        .await
+        let owned = session.to_owned();
+        // The first records on this worker (an operation's tail read ends there), the rest of a
+        // longer range on the blocking pool.
+        let mut out = self
+            .with_quick_reader(move |conn| read_range(conn, &owned, from, to, QUICK_ROWS))
+            .await?;
+        let rest_from = match out.last() {
+            Some(last) if out.len() == QUICK_ROWS && last.seq < to => last.seq + 1,
+            _ => return Ok(out),
+        };
+        let owned = session.to_owned();
+        let rest = self
+            .with_reader(move |conn| read_range(conn, &owned, rest_from, to, usize::MAX))
+            .await?;
+        out.extend(rest);
+        Ok(out)
     }
 
     async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
@@ -131,7 +118,7 @@ impl Journal for SqliteJournal {
 
     async fn session_info(&self, uid: &str) -> Result<SessionInfo> {
         let uid = uid.to_owned();
-        self.with_reader(move |conn| {
+        self.with_quick_reader(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {} FROM sessions s WHERE s.session = ?1",
                 codec::SESSION_COLUMNS
@@ -275,7 +262,7 @@ impl Journal for SqliteJournal {
 
     async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>> {
         let name = name.to_owned();
-        self.with_reader(move |conn| {
+        self.with_quick_reader(move |conn| {
             Ok(conn
                 .prepare_cached(&format!(
                     "SELECT {} FROM harnesses WHERE name = ?1",
@@ -326,7 +313,45 @@ impl Journal for SqliteJournal {
 
     async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
-        self.with_reader(move |conn| writer::is_reserved(conn, &name))
+        self.with_quick_reader(move |conn| writer::is_reserved(conn, &name))
             .await
     }
+}
+
+/// Records `from..=to` of `session` (through its fork prefix), at most `limit` of them.
+fn read_range(
+    conn: &rusqlite::Connection,
+    session: &str,
+    from: i64,
+    to: i64,
+    limit: usize,
+) -> Result<Vec<LogRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, prev_hash, hash, fence, event, committed_at FROM events
+         WHERE session = ?1 AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
+    )?;
+    let mut out = Vec::new();
+    for run in prefix::segments(conn, session)? {
+        let Some(run) = run.clip(from, to) else {
+            continue;
+        };
+        let mut rows = stmt.query(params![run.session, run.lo, run.hi])?;
+        while let Some(row) = rows.next()? {
+            if out.len() == limit {
+                return Ok(out);
+            }
+            let seq: i64 = row.get(0)?;
+            let blob: Vec<u8> = row.get(4)?;
+            let committed_at: i64 = row.get(5)?;
+            out.push(LogRecord {
+                seq,
+                prev_hash: row.get(1)?,
+                hash: row.get(2)?,
+                fence: row.get(3)?,
+                event: decode_event(&run.session, seq, &blob)?,
+                committed_at: (committed_at != 0).then(|| Timestamp::from_unix_nanos(committed_at)),
+            });
+        }
+    }
+    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! The SQLite journal, the default backend: bundled SQLite, WAL, the reference table layout
 //! (semantics §1.5), one writer thread with group commit, and a small pool of read connections.
-//! rusqlite never runs on a tokio worker: writes go to the `journal-writer` thread, reads to
-//! `spawn_blocking`. An append returns only once its batch is durable; [`Durability`] says how.
+//! Writes go to the `journal-writer` thread; reads of a bounded size run on the calling tokio
+//! worker, larger ones on `spawn_blocking` (`readers`). An append returns only once its batch is durable; [`Durability`] says how.
 
 mod codec;
 mod journal;

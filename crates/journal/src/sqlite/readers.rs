@@ -1,5 +1,11 @@
-//! The pool of read connections: all kept open, leased one per read on the blocking pool, and
-//! (in [`Durability::Pipelined`]) held back until what they read is durable.
+//! The pool of read connections: all kept open, leased one per read, and (in
+//! [`Durability::Pipelined`]) held back until what they read is durable.
+//!
+//! Reads of a bounded size (a session row, a head, a window of at most [`QUICK_ROWS`] records)
+//! run on the calling tokio worker and wait for durability asynchronously: such a read takes
+//! tens of microseconds, less than handing it to the blocking pool and back (two thread
+//! wake-ups, the largest cost of a turn on a small machine). Anything larger runs on the
+//! blocking pool, so a worker is never held for long.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +19,11 @@ use crate::error::{JournalError, Result};
 /// (opening one parses the schema and prepares every statement again, which under many
 /// concurrent sessions cost more than the reads themselves).
 pub(super) const READ_POOL: usize = 4;
+
+/// The most records a read decodes on the calling worker before it hands the rest of its range
+/// to the blocking pool: enough for an operation's tail read (the records of the last turn or
+/// two), few enough to stay well under a millisecond.
+pub(super) const QUICK_ROWS: usize = 64;
 
 impl SqliteJournal {
     /// Runs `f` on a pooled read connection on the blocking pool. In
@@ -55,6 +66,41 @@ impl SqliteJournal {
         })
         .await
         .map_err(|e| JournalError::InvalidArgument(format!("reader task failed: {e}")))?
+    }
+
+    /// Runs `f`, which must be quick (bounded work; see the module doc), on a pooled read
+    /// connection on this task's thread, and returns once everything it could have seen is
+    /// durable. When every connection is leased it waits for one on the blocking pool instead,
+    /// as [`SqliteJournal::with_reader`] does.
+    pub(super) async fn with_quick_reader<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let Ok(permit) = Arc::clone(&self.read_permits).try_acquire_owned() else {
+            return self.with_reader(f).await;
+        };
+        let pooled = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_reader(&self.path, self.read_only)?,
+        };
+        let out = f(&conn);
+        // The durability target is what had begun committing by the end of the query.
+        let durable = (self.durability == Durability::Pipelined).then(|| self.watermark.durable());
+        self.readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(conn);
+        drop(permit);
+        let out = out?;
+        if let Some(durable) = durable {
+            durable.await?;
+        }
+        Ok(out)
     }
 }
 

@@ -60,6 +60,8 @@ pub(crate) struct Watermark {
     committing: AtomicU64,
     synced: Mutex<Synced>,
     changed: Condvar,
+    /// The same news as `changed`, for readers waiting on a tokio worker.
+    changed_async: tokio::sync::Notify,
     /// WAL syncs made so far, for tests and benchmarks that count a turn's durable waits.
     syncs: AtomicU64,
 }
@@ -106,6 +108,38 @@ impl Watermark {
         }
         drop(synced);
         self.changed.notify_all();
+        self.changed_async.notify_waiters();
+    }
+
+    /// Whether every batch up to `target` is durable: `None` while one is not yet, else the
+    /// verdict.
+    fn durable_through(&self, target: u64) -> Option<Result<()>> {
+        let synced = self.lock();
+        match &synced.failure {
+            Some(reason) => Some(Err(sync_failed(reason))),
+            None => (synced.through >= target).then_some(Ok(())),
+        }
+    }
+
+    /// [`Watermark::wait_durable`] without blocking the thread: for reads run on a tokio
+    /// worker. The target is taken when this is called (so call it right after the query), not
+    /// when the future is first polled.
+    ///
+    /// # Errors
+    /// The WAL sync failure that stopped the journal.
+    pub(crate) fn durable(&self) -> impl std::future::Future<Output = Result<()>> + '_ {
+        let target = self.current();
+        async move {
+            loop {
+                // Registered before the check, so a settle between the two still wakes it.
+                let mut changed = std::pin::pin!(self.changed_async.notified());
+                changed.as_mut().enable();
+                if let Some(verdict) = self.durable_through(target) {
+                    return verdict;
+                }
+                changed.await;
+            }
+        }
     }
 
     /// Waits until every batch whose COMMIT had begun by now is durable. A read that calls this
