@@ -24,30 +24,72 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentsessions_cli::host::{HostConfig, build_service, open_journal};
 use agentsessions_client::{Client, ExecOptions, ForkOptions};
 use agentsessions_placement::SessionState;
+use mimalloc::MiMalloc;
 
-/// Counts the bytes the process holds, for row 6.
+/// The daemon's allocator (`agentsessionsd`), counting the bytes allocated and not yet freed
+/// while row 6 measures; otherwise it only forwards, so the other rows pay what the daemon pays.
+/// Built with `BENCH_SYSTEM_ALLOCATOR=1` in the environment it forwards to the system allocator
+/// instead, to measure what mimalloc is worth.
 struct Counting;
 
-static HELD: AtomicUsize = AtomicUsize::new(0);
+const SYSTEM_ALLOCATOR: bool = option_env!("BENCH_SYSTEM_ALLOCATOR").is_some();
 
-// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is added.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static HELD: AtomicIsize = AtomicIsize::new(0);
+
+fn count(bytes: usize, sign: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        HELD.fetch_add(
+            sign * isize::try_from(bytes).unwrap_or(isize::MAX),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to one allocator, fixed at build time; only a
+// counter is added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        HELD.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract is the system allocator's.
-        unsafe { System.alloc(layout) }
+        count(layout.size(), 1);
+        // SAFETY: the caller's contract is the inner allocator's.
+        unsafe {
+            if SYSTEM_ALLOCATOR {
+                System.alloc(layout)
+            } else {
+                MiMalloc.alloc(layout)
+            }
+        }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(layout.size(), -1);
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe {
+            if SYSTEM_ALLOCATOR {
+                System.dealloc(ptr, layout)
+            } else {
+                MiMalloc.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(layout.size(), -1);
+        count(new_size, 1);
+        // SAFETY: as above.
+        unsafe {
+            if SYSTEM_ALLOCATOR {
+                System.realloc(ptr, layout, new_size)
+            } else {
+                MiMalloc.realloc(ptr, layout, new_size)
+            }
+        }
     }
 }
 
@@ -226,11 +268,13 @@ fn main() {
             let (uid, _) = turns_on(client.clone(), String::new(), 1_000).await;
             if wanted('6') {
                 let reader = open_journal(path.to_str().unwrap(), "").await.unwrap();
-                let before = HELD.load(Ordering::Relaxed);
+                HELD.store(0, Ordering::Relaxed);
+                COUNTING.store(true, Ordering::Relaxed);
                 let records = reader.read(&uid, 1, 0).await.unwrap();
                 let count = records.len();
                 let state = SessionState::load(&uid, records);
-                let held = HELD.load(Ordering::Relaxed).saturating_sub(before);
+                COUNTING.store(false, Ordering::Relaxed);
+                let held = usize::try_from(HELD.load(Ordering::Relaxed)).unwrap_or(0);
                 println!(
                     "6. memory per idle session, 1,000 turns ({count} records): {held} bytes \
                      measured ({} per record), {} estimated",

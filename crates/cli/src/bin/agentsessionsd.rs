@@ -17,6 +17,12 @@ use clap::Parser;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// mimalloc instead of the system allocator: a turn allocates and frees many small buffers
+/// (records, protobuf messages, HTTP/2 frames) across threads, where glibc's malloc took about
+/// an eighth of the daemon's CPU under load (BENCHMARKS.md, issue 15).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How long in-flight RPCs get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
