@@ -67,8 +67,12 @@ async fn an_echo_turn_waits_for_two_syncs_and_shows_only_durable_records() {
     )
     .with_observer(observer.clone());
     let before = sqlite.wal_syncs();
+    let handoffs = sqlite.wal_sync_handoffs();
     c.exec(exec("hi")).await.unwrap();
     assert_eq!(sqlite.wal_syncs() - before, 2, "MODEL_CALL and END only");
+    // Nothing else was writing, so the writer held the deferred batches and synced them with
+    // MODEL_CALL and END where those committed, without waking its sync thread.
+    assert_eq!(sqlite.wal_sync_handoffs(), handoffs, "synced on the writer");
     let shown = observer.shown.lock().unwrap().clone();
     let shown: Vec<(&str, u64)> = shown.iter().map(|&(k, n)| (k, n - before)).collect();
     assert_eq!(

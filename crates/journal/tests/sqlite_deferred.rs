@@ -26,6 +26,7 @@ async fn a_deferred_append_shares_the_next_durable_appends_sync() {
     let fence = j.new_fence("s").await.unwrap();
     let mut head = 0;
     let before = j.wal_syncs();
+    let handoffs = j.wal_sync_handoffs();
     for n in 0..10 {
         let deferred = j
             .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
@@ -39,6 +40,9 @@ async fn a_deferred_append_shares_the_next_durable_appends_sync() {
             .seq;
     }
     assert_eq!(j.wal_syncs() - before, 10, "one sync per pair");
+    // The idle writer held each deferred batch and synced it with the durable one where that
+    // committed: no pair woke `journal-sync`.
+    assert_eq!(j.wal_sync_handoffs(), handoffs, "synced on the writer");
 
     let before = j.wal_syncs();
     for n in 0..10 {
@@ -64,6 +68,7 @@ async fn a_deferred_record_is_read_back_only_once_durable() {
     let j = open(&dir, Duration::from_millis(300));
     let fence = j.new_fence("s").await.unwrap();
     let before = j.wal_syncs();
+    let handoffs = j.wal_sync_handoffs();
     let records = j
         .append_deferred("s", 0, Some(fence), vec![input("one"), input("two")])
         .await
@@ -73,6 +78,8 @@ async fn a_deferred_record_is_read_back_only_once_durable() {
     let read = j.read("s", 1, 0).await.unwrap();
     assert_eq!(read, records);
     assert_eq!(j.wal_syncs(), before + 1, "the read waited for the sync");
+    // No command came: the writer's own deadline synced the batch it held.
+    assert_eq!(j.wal_sync_handoffs(), handoffs, "synced on the writer");
 }
 
 // The CAS and the fence are checked at commit as for any append; a minting (fence-less)

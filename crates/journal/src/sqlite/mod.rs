@@ -162,6 +162,12 @@ impl SqliteJournal {
         self.watermark.syncs()
     }
 
+    /// How many committed batches the writer has handed to its `journal-sync` thread rather than
+    /// syncing them itself: the thread hand-offs durability costs, for tests and benchmarks.
+    pub fn wal_sync_handoffs(&self) -> u64 {
+        self.watermark.handoffs()
+    }
+
     /// The file this journal writes.
     pub fn path(&self) -> &Path {
         &self.path

@@ -15,7 +15,10 @@
 //! ```
 //!
 //! When no command is waiting there is nothing to overlap, so the writer syncs and acknowledges
-//! the batch itself and saves the thread hand-off.
+//! the batch itself and saves the thread hand-off. A batch of deferred appends only (nobody
+//! waits for its sync) is held by the idle writer for up to `deferred_sync_delay`, waiting for
+//! its next command with that deadline: the durable append that usually follows is then synced
+//! with it right where it committed, and `journal-sync` is not woken at all.
 //!
 //! An append needs its session's head (seq, hash), fence and compute state. The writer keeps
 //! them in memory instead of reading them back for every append. That cache is exact because
@@ -159,8 +162,36 @@ impl Writer {
 
     /// Runs the writer loop until every sender is dropped and every batch is acknowledged.
     pub(crate) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        // A timer for waiting on the next command with a deadline, while the writer holds
+        // deferred batches for company. Without one, `journal-sync` holds them instead.
+        let clock = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build();
+        match &clock {
+            Ok(_) => self.syncer.writer_can_linger(),
+            Err(e) => {
+                tracing::warn!(error = %e, "journal writer has no timer; journal-sync holds deferred batches")
+            }
+        }
         let mut commands = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = rx.blocking_recv() {
+        loop {
+            let next = match (self.syncer.linger_deadline(), &clock) {
+                // The timer is made inside `block_on`, where the runtime's time driver is.
+                (Some(until), Ok(clock)) => clock.block_on(async {
+                    tokio::time::timeout_at(tokio::time::Instant::from_std(until), rx.recv()).await
+                }),
+                _ => Ok(rx.blocking_recv()),
+            };
+            let first = match next {
+                Ok(Some(first)) => first,
+                Ok(None) => break,
+                Err(_deadline) => {
+                    if self.syncer.linger_over(&self.watermark) {
+                        continue;
+                    }
+                    break;
+                }
+            };
             commands.push(first);
             while commands.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -183,7 +214,7 @@ impl Writer {
                 break;
             }
         }
-        self.syncer.finish();
+        self.syncer.finish(&self.watermark);
     }
 
     /// Applies and commits one batch; `None` when it failed before anything was applied (its
@@ -236,6 +267,7 @@ impl Writer {
         }
         Some(Batch {
             id: self.watermark.current(),
+            committed: std::time::Instant::now(),
             done,
             outcome,
         })

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::outcome::{Done, Failure};
 use crate::error::{JournalError, Result};
@@ -26,6 +27,8 @@ pub(super) fn sync_failed(reason: &str) -> JournalError {
 pub(crate) struct Batch {
     /// The [`Watermark`] count when it committed.
     pub(super) id: u64,
+    /// When it committed: a batch nobody waits for is synced by this plus the linger at latest.
+    pub(super) committed: Instant,
     pub(super) done: Vec<Done>,
     pub(super) outcome: Result<(), Failure>,
 }
@@ -64,6 +67,8 @@ pub(crate) struct Watermark {
     changed_async: tokio::sync::Notify,
     /// WAL syncs made so far, for tests and benchmarks that count a turn's durable waits.
     syncs: AtomicU64,
+    /// Batches handed to `journal-sync` so far, for tests and benchmarks that count hand-offs.
+    handoffs: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +95,11 @@ impl Watermark {
     /// WAL syncs made since the journal opened.
     pub(crate) fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Batches handed to `journal-sync` since the journal opened.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
     }
 
     fn settled_through(&self) -> u64 {
@@ -171,7 +181,7 @@ fn settle_all(batches: &mut Vec<Batch>, wal: Option<&File>, watermark: &Watermar
     let committed = batches.iter().any(|b| b.outcome.is_ok());
     let synced = match wal {
         Some(wal) if committed => {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let synced = wal.sync_data().map_err(|e| e.to_string());
             agentsessions_telemetry::metrics().journal_fsync(started.elapsed());
             watermark.syncs.fetch_add(1, Ordering::Relaxed);
@@ -197,13 +207,26 @@ pub(crate) enum Syncer {
     /// nothing else waits. The two never sync at the same time: the writer syncs only once
     /// `journal-sync` has settled everything it was handed, and hands it nothing meanwhile. (They
     /// share one open file description, so a write-back error is reported to exactly one of them.)
-    Wal {
-        wal: File,
-        to_thread: std_mpsc::SyncSender<Batch>,
-        thread: std::thread::JoinHandle<()>,
-        /// Highest batch id handed to `journal-sync`.
-        handed_off: u64,
-    },
+    Wal(Box<WalSyncer>),
+}
+
+/// The WAL side of [`Syncer`].
+pub(crate) struct WalSyncer {
+    wal: File,
+    to_thread: std_mpsc::SyncSender<Batch>,
+    thread: std::thread::JoinHandle<()>,
+    /// Highest batch id handed to `journal-sync`.
+    handed_off: u64,
+    /// How long a batch nobody waits for may wait for company.
+    linger: Duration,
+    /// Batches of deferred appends the idle writer holds, waiting for a durable append to share
+    /// their sync (so a turn's durable append is synced where it committed, without waking
+    /// `journal-sync`), until `linger_until`.
+    lingering: Vec<Batch>,
+    linger_until: Option<Instant>,
+    /// Whether the writer can wait with a deadline (see [`Syncer::writer_can_linger`]); when it
+    /// cannot, `journal-sync` holds the lingering batches instead.
+    writer_lingers: bool,
 }
 
 impl Syncer {
@@ -213,7 +236,7 @@ impl Syncer {
     pub(crate) fn spawn(
         wal: File,
         watermark: std::sync::Arc<Watermark>,
-        linger: std::time::Duration,
+        linger: Duration,
     ) -> std::io::Result<Self> {
         let thread_wal = wal.try_clone()?;
         // Bounded so that a WAL that syncs slower than the writer commits stalls the writer
@@ -224,11 +247,11 @@ impl Syncer {
             .spawn(move || {
                 let mut pending = Vec::new();
                 while let Ok(first) = batches.recv() {
+                    let until = first.committed + linger;
                     pending.push(first);
                     pending.extend(batches.try_iter());
-                    let until = std::time::Instant::now() + linger;
                     while !pending.iter().any(Batch::awaited) {
-                        let left = until.saturating_duration_since(std::time::Instant::now());
+                        let left = until.saturating_duration_since(Instant::now());
                         let Ok(next) = batches.recv_timeout(left) else {
                             break;
                         };
@@ -238,48 +261,106 @@ impl Syncer {
                     settle_all(&mut pending, Some(&thread_wal), &watermark);
                 }
             })?;
-        Ok(Self::Wal {
+        Ok(Self::Wal(Box::new(WalSyncer {
             wal,
             to_thread,
             thread,
             handed_off: 0,
-        })
+            linger,
+            lingering: Vec::new(),
+            linger_until: None,
+            writer_lingers: false,
+        })))
     }
 
-    /// Gets `batch` durable and acknowledged, now or on `journal-sync`; `idle` says no command is
-    /// waiting. False when `journal-sync` is gone.
-    pub(super) fn settle(&mut self, batch: Batch, idle: bool, watermark: &Watermark) -> bool {
-        match self {
-            Self::InCommit => settle_all(&mut vec![batch], None, watermark),
-            Self::Wal {
-                wal,
-                to_thread,
-                handed_off,
-                ..
-            } => {
-                // A batch nobody waits for goes to `journal-sync`, which lingers for company.
-                if idle && batch.awaited() && watermark.settled_through() >= *handed_off {
-                    settle_all(&mut vec![batch], Some(wal), watermark);
-                } else {
-                    *handed_off = batch.id;
-                    // Should `journal-sync` have died, the batch's callers see `Closed`.
-                    return to_thread.send(batch).is_ok();
-                }
-            }
+    /// Lets the writer hold batches of deferred appends itself: it can now wait for its next
+    /// command with a deadline ([`Syncer::linger_deadline`]).
+    pub(super) fn writer_can_linger(&mut self) {
+        if let Self::Wal(wal) = self {
+            wal.writer_lingers = true;
         }
-        true
     }
 
-    /// Waits for `journal-sync` to acknowledge what it holds.
-    pub(super) fn finish(self) {
-        if let Self::Wal {
-            to_thread, thread, ..
-        } = self
-        {
+    /// When the writer must stop waiting for commands to sync what it holds.
+    pub(super) fn linger_deadline(&self) -> Option<Instant> {
+        match self {
+            Self::InCommit => None,
+            Self::Wal(wal) => wal.linger_until,
+        }
+    }
+
+    /// Gets `batch` durable and acknowledged, now or on `journal-sync`, or holds it for company;
+    /// `idle` says no command is waiting. False when `journal-sync` is gone.
+    pub(super) fn settle(&mut self, batch: Batch, idle: bool, watermark: &Watermark) -> bool {
+        let Self::Wal(wal) = self else {
+            settle_all(&mut vec![batch], None, watermark);
+            return true;
+        };
+        if !batch.awaited() && wal.writer_lingers {
+            // Nobody waits for it: held for the durable append that usually follows, idle or
+            // not (its caller, told at commit, is often already sending that append).
+            let due = *wal.linger_until.get_or_insert(batch.committed + wal.linger);
+            wal.lingering.push(batch);
+            return Instant::now() < due || self.linger_over(watermark);
+        }
+        wal.lingering.push(batch);
+        // With no command waiting there is nothing to overlap a sync with, so the writer syncs
+        // here, once `journal-sync` has nothing left of its own.
+        if batch_is_due_here(idle, watermark, wal.handed_off) {
+            wal.linger_until = None;
+            settle_all(&mut wal.lingering, Some(&wal.wal), watermark);
+            return true;
+        }
+        wal.hand_off(watermark)
+    }
+
+    /// The writer's wait for company is over: syncs what it holds, here when `journal-sync` has
+    /// nothing left of its own, else there. False when `journal-sync` is gone.
+    pub(super) fn linger_over(&mut self, watermark: &Watermark) -> bool {
+        let Self::Wal(wal) = self else {
+            return true;
+        };
+        wal.linger_until = None;
+        if batch_is_due_here(true, watermark, wal.handed_off) {
+            settle_all(&mut wal.lingering, Some(&wal.wal), watermark);
+            return true;
+        }
+        wal.hand_off(watermark)
+    }
+
+    /// Waits for `journal-sync` to acknowledge what it holds, and what the writer held.
+    pub(super) fn finish(self, watermark: &Watermark) {
+        if let Self::Wal(mut wal) = self {
+            wal.hand_off(watermark);
+            let WalSyncer {
+                to_thread, thread, ..
+            } = *wal;
             drop(to_thread);
             // A panic there already failed its callers (their acks were dropped).
             let _ = thread.join();
         }
+    }
+}
+
+/// Whether the writer syncs a batch itself: nothing waits for it (`idle`) and `journal-sync`
+/// has settled everything it was handed (through `handed_off`), so the two never sync at once.
+fn batch_is_due_here(idle: bool, watermark: &Watermark, handed_off: u64) -> bool {
+    idle && watermark.settled_through() >= handed_off
+}
+
+impl WalSyncer {
+    /// Hands every batch the writer holds to `journal-sync`, in commit order. False when
+    /// `journal-sync` is gone (the callers of what was not handed see `Closed`).
+    fn hand_off(&mut self, watermark: &Watermark) -> bool {
+        self.linger_until = None;
+        for batch in self.lingering.drain(..) {
+            self.handed_off = batch.id;
+            watermark.handoffs.fetch_add(1, Ordering::Relaxed);
+            if self.to_thread.send(batch).is_err() {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -296,6 +377,7 @@ mod tests {
         let (ack, done) = oneshot::channel();
         let batch = Batch {
             id,
+            committed: Instant::now(),
             done: vec![Done::Unit(ack, Ok(()))],
             outcome: Ok(()),
         };
