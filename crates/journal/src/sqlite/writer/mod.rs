@@ -162,6 +162,8 @@ impl Writer {
 
     /// Runs the writer loop until every sender is dropped and every batch is acknowledged.
     pub(crate) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let watermark = std::sync::Arc::clone(&self.watermark);
+        let _stop = StopGuard(&watermark);
         // A timer for waiting on the next command with a deadline, while the writer holds
         // deferred batches for company. Without one, `journal-sync` holds them instead.
         let clock = tokio::runtime::Builder::new_current_thread()
@@ -479,6 +481,18 @@ impl Writer {
             return Ok(());
         }
         touch_session_rows(&self.conn, self.touched.drain(), now, &self.default_project)
+    }
+}
+
+/// Held by the writer thread: should it panic, every wait for durability fails instead of
+/// waiting for ever (its callers' acknowledgements are dropped with it and see `Closed`).
+pub(super) struct StopGuard<'w>(pub(super) &'w Watermark);
+
+impl Drop for StopGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.writer_stopped();
+        }
     }
 }
 

@@ -121,6 +121,16 @@ impl Watermark {
         self.changed_async.notify_waiters();
     }
 
+    /// Fails every wait for durability, now and later: the writer is gone (it panicked), so
+    /// nothing it committed will be synced or settled. Without this a reader waiting for a batch
+    /// the writer held would wait for ever.
+    pub(super) fn writer_stopped(&self) {
+        self.settle(
+            u64::MAX,
+            Some("the journal's writer stopped (a bug: its panic is in the log)"),
+        );
+    }
+
     /// Whether every batch up to `target` is durable: `None` while one is not yet, else the
     /// verdict.
     fn durable_through(&self, target: u64) -> Option<Result<()>> {
@@ -399,6 +409,36 @@ mod tests {
         settle_all(&mut vec![batch], None, &watermark);
         reader.join().unwrap().unwrap();
         done.try_recv().unwrap().unwrap();
+    }
+
+    // A writer that panics takes nobody down with it: its guard fails the readers' waits.
+    #[test]
+    fn a_writer_that_panics_fails_the_waits_for_what_it_committed() {
+        let watermark = Arc::new(Watermark::default());
+        watermark.begin_commit();
+        let (told, verdict) = std::sync::mpsc::channel();
+        {
+            let watermark = Arc::clone(&watermark);
+            std::thread::spawn(move || told.send(watermark.wait_durable()));
+        }
+        let writer = {
+            let watermark = Arc::clone(&watermark);
+            std::thread::spawn(move || {
+                let _stop = super::super::StopGuard(&watermark);
+                panic!("a writer bug");
+            })
+        };
+        assert!(writer.join().is_err());
+        let verdict = verdict.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(verdict, Ok(Err(_))),
+            "the reader was woken with an error"
+        );
+        let later = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(watermark.durable());
+        assert!(later.is_err());
     }
 
     // A failed WAL sync fails its batch and every later one, and stops the readers: after an
