@@ -116,21 +116,20 @@ impl Drop for SmallTablespace {
     }
 }
 
-/// The uid and gid owning the server's data directory (the server writes the tablespace).
+/// The uid and gid of the server's user (the server writes the tablespace).
 fn postgres_owner() -> (u32, u32) {
-    let out = Command::new("id").args(["-u", "postgres"]).output();
-    let uid = out
+    (id_of_postgres("-u"), id_of_postgres("-g"))
+}
+
+/// `id FLAG postgres`, or 0 when there is no such user.
+fn id_of_postgres(flag: &str) -> u32 {
+    Command::new("id")
+        .args([flag, "postgres"])
+        .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    let out = Command::new("id").args(["-g", "postgres"]).output();
-    let gid = out
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    (uid, gid)
+        .unwrap_or(0)
 }
 
 /// Free bytes on the file system holding `path`, from `df`.
