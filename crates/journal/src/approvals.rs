@@ -11,9 +11,9 @@ use agentsessions_api::{
 };
 
 use crate::error::{JournalError, Result};
-use crate::journal::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::page_token::PageCursor;
 use crate::projection::marks_deletion;
+use crate::rows::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::rules;
 
 /// One approval request waiting for a decision.

@@ -15,8 +15,9 @@ use agentsessions_wire::{content_hash, pb};
 use crate::chain::verify_records;
 use crate::error::JournalError;
 use crate::export::load_records;
-use crate::journal::{HarnessState, Journal, ListQuery, RegisterOutcome, SessionRow};
+use crate::journal::Journal;
 use crate::record::LogRecord;
+use crate::rows::{HarnessState, ListQuery, RegisterOutcome, SessionRow};
 use crate::testing::{fill, fork_marker, fork_with_marker, input};
 
 mod follow;

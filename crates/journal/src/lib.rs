@@ -5,7 +5,9 @@
 //! journal mints), not by the callers' good behavior; see [`Journal`].
 //!
 //! Module map:
-//! - [`journal`]: the [`Journal`] trait and its metadata types.
+//! - [`journal`]: the [`Journal`] trait.
+//! - [`rows`]: what it stores and answers besides records (session and harness rows, the
+//!   listing's query and page) and the defaults they share.
 //! - [`record`]: [`LogRecord`], the envelope around each event.
 //! - [`chain`]: preparing events for the chain, the chain verifier ([`verify_records`],
 //!   [`verify_raw`]) that tells tampering apart from undecodable records.
@@ -15,8 +17,8 @@
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
 //! - [`usage`]: token usage summed per session, kept the same way.
-//! - [`follow`]: following a session's commits as they happen ([`Journal::follow`],
-//!   [`RecordFollower`]).
+//! - [`follow`], [`record_follower`]: following a session's commits as they happen
+//!   ([`Journal::follow`]), and its records with them ([`RecordFollower`]).
 //! - [`export`]: import and export of journals in the reference JSON format.
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
@@ -42,6 +44,8 @@ pub mod memory;
 pub mod page_token;
 pub mod projection;
 pub mod record;
+pub mod record_follower;
+pub mod rows;
 pub mod rules;
 pub mod sqlite;
 pub mod stored;
@@ -55,12 +59,13 @@ pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
 };
 pub use error::{JournalError, Result};
-pub use follow::{CommitFeed, HeadFollow, RecordFollower};
-pub use journal::{
-    HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
-    SessionRow,
-};
+pub use follow::{CommitFeed, HeadFollow};
+pub use journal::Journal;
 pub use memory::MemoryJournal;
 pub use record::LogRecord;
+pub use record_follower::RecordFollower;
+pub use rows::{
+    HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
+};
 pub use sqlite::{Durability, SqliteJournal, SqliteOptions};
 pub use usage::UsageTotals;

@@ -13,12 +13,13 @@ use crate::approvals::{
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::follow::{CommitFeed, HeadFollow};
-use crate::journal::{
-    DEFAULT_PROJECT, HarnessRow, HarnessState, Journal, ListQuery, RegisterOutcome, SessionInfo,
-    SessionPage, SessionRow,
-};
+use crate::journal::Journal;
 use crate::projection::{marks_deletion, project_compute_state, state_walking_back};
 use crate::record::LogRecord;
+use crate::rows::{
+    DEFAULT_PROJECT, HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo,
+    SessionPage, SessionRow,
+};
 use crate::rules;
 use crate::usage::UsageTotals;
 

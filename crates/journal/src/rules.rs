@@ -5,10 +5,8 @@ use rand::RngCore as _;
 
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
-use crate::journal::{
-    HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo, SessionPage,
-};
 use crate::page_token::PageCursor;
+use crate::rows::{HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo, SessionPage};
 
 /// Refuses an empty session uid.
 pub fn check_session_uid(session: &str) -> Result<()> {
@@ -320,7 +318,7 @@ pub fn new_execution_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::SessionRow;
+    use crate::rows::SessionRow;
 
     #[test]
     fn ids_have_the_documented_shape() {

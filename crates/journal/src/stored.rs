@@ -10,7 +10,7 @@ use crate::columns::{
     decode_identity, decode_map, decode_origin, encode_identity, encode_map, encode_origin,
 };
 use crate::error::Result;
-use crate::journal::{HarnessRow, HarnessState, SessionInfo, SessionRow};
+use crate::rows::{HarnessRow, HarnessState, SessionInfo, SessionRow};
 use crate::usage::UsageTotals;
 
 /// A `sessions` row with every column as stored.

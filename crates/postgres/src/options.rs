@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use agentsessions_journal::JournalError;
-use agentsessions_journal::journal::DEFAULT_PROJECT;
+use agentsessions_journal::rows::DEFAULT_PROJECT;
 
 /// Options for [`PostgresJournal::connect`](crate::PostgresJournal::connect).
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use agentsessions_api::{
 };
 use agentsessions_controller::{TokenMinting, ToolExecutor};
 use agentsessions_journal::Journal;
-use agentsessions_journal::journal::DEFAULT_PROJECT;
+use agentsessions_journal::rows::DEFAULT_PROJECT;
 use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

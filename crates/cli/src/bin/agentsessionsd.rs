@@ -566,7 +566,7 @@ async fn serve(
             authenticator: serve_options.authenticator.clone(),
             journal: journal.clone(),
             project: if config.project.is_empty() {
-                agentsessions_journal::journal::DEFAULT_PROJECT.to_owned()
+                agentsessions_journal::rows::DEFAULT_PROJECT.to_owned()
             } else {
                 config.project.clone()
             },

@@ -7,9 +7,9 @@ use std::time::Duration;
 use agentsessions_api::LifecycleKind;
 
 use super::lifecycle;
-use crate::follow::RecordFollower;
 use crate::journal::Journal;
 use crate::record::LogRecord;
+use crate::record_follower::RecordFollower;
 use crate::testing::{fill, input};
 
 /// Long enough for any backend's commit to arrive; a follower that needs it is broken.
@@ -88,7 +88,11 @@ pub async fn a_slow_follower_reads_what_it_missed_in_pages(j: Arc<dyn Journal>) 
     let mut seen = Vec::new();
     while seen.len() < 2_500 {
         let page = next(&mut follower).await.unwrap();
-        assert!(page.len() <= crate::follow::FOLLOW_PAGE, "{}", page.len());
+        assert!(
+            page.len() <= crate::record_follower::FOLLOW_PAGE,
+            "{}",
+            page.len()
+        );
         seen.extend(seqs(&page));
     }
     assert_eq!(seen, (1..=2_500).collect::<Vec<i64>>());

@@ -11,8 +11,9 @@ use agentsessions_api::{
 use super::{caller, put_owned};
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::JournalError;
-use crate::journal::{Journal, ListQuery};
+use crate::journal::Journal;
 use crate::record::LogRecord;
+use crate::rows::ListQuery;
 use crate::testing::{fork_with_marker, input};
 use crate::usage::UsageTotals;
 

@@ -4,7 +4,7 @@
 use rusqlite::Row;
 
 use crate::error::Result;
-use crate::journal::{HarnessRow, SessionInfo};
+use crate::rows::{HarnessRow, SessionInfo};
 pub(crate) use crate::stored::HARNESS_COLUMNS;
 use crate::stored::{StoredHarness, StoredSession};
 use crate::usage::UsageTotals;

@@ -12,10 +12,9 @@ use crate::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery, PendingAppro
 use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
-use crate::journal::{
-    HarnessRow, Journal, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
-};
+use crate::journal::Journal;
 use crate::record::LogRecord;
+use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 use crate::rules;
 
 #[async_trait]

@@ -1,6 +1,6 @@
 //! [`SqliteOptions`] and the [`Durability`] modes a journal file can be opened with.
 
-use crate::journal::DEFAULT_PROJECT;
+use crate::rows::DEFAULT_PROJECT;
 
 /// How a committed batch is made durable before its callers are acknowledged. Both modes give
 /// an acknowledged write the same guarantee: its WAL frames have been fsync'd, so it survives

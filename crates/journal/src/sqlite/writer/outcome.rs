@@ -3,8 +3,8 @@
 
 use super::Command;
 use crate::error::{JournalError, Result, is_transient};
-use crate::journal::{HarnessRow, RegisterOutcome};
 use crate::record::LogRecord;
+use crate::rows::{HarnessRow, RegisterOutcome};
 
 pub(super) use crate::writer_queue::Ack;
 use crate::writer_queue::Append;
