@@ -2,7 +2,8 @@
 //! RPC does: after catching up it reads nothing until a record commits, then pushes it; it
 //! resumes after `Last-Event-ID`; it ends after the delete record; a caller who may not read
 //! the session gets a plain 404 and no stream. Served on 127.0.0.1 over the in-memory journal
-//! (everything on the test's runtime), wrapped to count the reads the console causes.
+//! (everything on the test's runtime), wrapped to count the reads the console causes
+//! (`agentsessions_journal::testing::CountingReads`).
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -11,19 +12,16 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentsessions_api::{
-    Action, Authorizer, CallerIdentity, Event, OwnerAllowlistAuthorizer, RuntimeCapabilities,
+    Action, Authorizer, CallerIdentity, OwnerAllowlistAuthorizer, RuntimeCapabilities,
 };
 use agentsessions_auth::{Authenticated, Authenticator, JwtVerifier};
 use agentsessions_console::{CSRF_HEADER, Console, router};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::{
-    ApprovalPage, ApprovalsQuery, HarnessRow, HeadFollow, Journal, ListQuery, LogRecord,
-    MemoryJournal, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
-};
+use agentsessions_journal::testing::CountingReads;
+use agentsessions_journal::{Journal, MemoryJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, SessionsService};
 use agentsessions_wire::pb;
@@ -36,152 +34,6 @@ use tokio_stream::StreamExt as _;
 const ISSUER: &str = "https://idp.live.test";
 const AUDIENCE: &str = "agentsessions-live";
 const SECRET: &[u8] = b"live-test-secret-of-more-than-32-bytes!!";
-
-/// A journal that counts the reads made of it (records, heads, session rows, lists), so a test
-/// can tell a follower that waits for commits from one that polls.
-#[derive(Debug)]
-struct CountingReads {
-    inner: MemoryJournal,
-    reads: AtomicU64,
-}
-
-impl CountingReads {
-    fn count(&self) {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn reads(&self) -> u64 {
-        self.reads.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait::async_trait]
-impl Journal for CountingReads {
-    async fn append_batch(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> agentsessions_journal::Result<Vec<LogRecord>> {
-        self.inner
-            .append_batch(session, expected_last_seq, fence, events)
-            .await
-    }
-
-    async fn append_batch_fencing(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        events: Vec<Event>,
-    ) -> agentsessions_journal::Result<Vec<LogRecord>> {
-        self.inner
-            .append_batch_fencing(session, expected_last_seq, events)
-            .await
-    }
-
-    fn follow(&self, session: &str) -> HeadFollow {
-        self.inner.follow(session)
-    }
-
-    async fn new_fence(&self, session: &str) -> agentsessions_journal::Result<i64> {
-        self.inner.new_fence(session).await
-    }
-
-    async fn head(&self, session: &str) -> agentsessions_journal::Result<i64> {
-        self.count();
-        self.inner.head(session).await
-    }
-
-    async fn read(
-        &self,
-        session: &str,
-        from: i64,
-        to: i64,
-    ) -> agentsessions_journal::Result<Vec<LogRecord>> {
-        self.count();
-        self.inner.read(session, from, to).await
-    }
-
-    async fn fork_session(
-        &self,
-        parent: &str,
-        at_seq: i64,
-        child: &str,
-    ) -> agentsessions_journal::Result<i64> {
-        self.inner.fork_session(parent, at_seq, child).await
-    }
-
-    async fn put_session(&self, row: SessionRow) -> agentsessions_journal::Result<()> {
-        self.inner.put_session(row).await
-    }
-
-    async fn session_info(&self, uid: &str) -> agentsessions_journal::Result<SessionInfo> {
-        self.count();
-        self.inner.session_info(uid).await
-    }
-
-    async fn list_sessions(&self, query: ListQuery) -> agentsessions_journal::Result<SessionPage> {
-        self.count();
-        self.inner.list_sessions(query).await
-    }
-
-    async fn list_pending_approvals(
-        &self,
-        query: ApprovalsQuery,
-    ) -> agentsessions_journal::Result<ApprovalPage> {
-        self.count();
-        self.inner.list_pending_approvals(query).await
-    }
-
-    async fn pending_deletions(&self, limit: usize) -> agentsessions_journal::Result<Vec<String>> {
-        self.inner.pending_deletions(limit).await
-    }
-
-    async fn mark_reclaimed(&self, uid: &str) -> agentsessions_journal::Result<()> {
-        self.inner.mark_reclaimed(uid).await
-    }
-
-    async fn register_harness(
-        &self,
-        name: &str,
-        spec: &str,
-        spec_digest: &str,
-    ) -> agentsessions_journal::Result<(HarnessRow, RegisterOutcome)> {
-        self.inner.register_harness(name, spec, spec_digest).await
-    }
-
-    async fn get_harness(&self, name: &str) -> agentsessions_journal::Result<Option<HarnessRow>> {
-        self.inner.get_harness(name).await
-    }
-
-    async fn list_harnesses(
-        &self,
-        after: &str,
-        limit: usize,
-        include_retired: bool,
-    ) -> agentsessions_journal::Result<Vec<HarnessRow>> {
-        self.inner
-            .list_harnesses(after, limit, include_retired)
-            .await
-    }
-
-    async fn retire_harness(
-        &self,
-        name: &str,
-        reason: &str,
-    ) -> agentsessions_journal::Result<HarnessRow> {
-        self.inner.retire_harness(name, reason).await
-    }
-
-    async fn reserve_harness_names(&self, names: &[String]) -> agentsessions_journal::Result<()> {
-        self.inner.reserve_harness_names(names).await
-    }
-
-    async fn is_harness_name_reserved(&self, name: &str) -> agentsessions_journal::Result<bool> {
-        self.inner.is_harness_name_reserved(name).await
-    }
-}
 
 struct Served {
     base: String,
@@ -207,10 +59,7 @@ fn token(subject: &str) -> String {
 /// A console over a fresh service on the counting journal; with `policy`, bearer tokens
 /// authenticate callers and the policy decides.
 async fn serve(policy: Option<Arc<dyn Authorizer>>) -> Served {
-    let journal = Arc::new(CountingReads {
-        inner: MemoryJournal::new(),
-        reads: AtomicU64::new(0),
-    });
+    let journal = Arc::new(CountingReads::new(Arc::new(MemoryJournal::new())));
     let mut builder = ServerBuilder::new(
         Arc::clone(&journal) as Arc<dyn Journal>,
         Arc::new(EchoModel::new()),
@@ -340,7 +189,7 @@ async fn the_stream_reads_nothing_while_idle_and_pushes_each_commit_then_ends_on
     let served = serve(None).await;
     let uid = served.create("").await;
     served.exec(&uid, None, "first").await;
-    let head = served.journal.inner.head(&uid).await.unwrap();
+    let head = served.journal.inner().head(&uid).await.unwrap();
     let mut stream = served.events(&uid, "", None).await;
     assert_eq!(stream.status(), StatusCode::OK);
     let mut seen = Seen(String::new());
@@ -364,7 +213,7 @@ async fn the_stream_reads_nothing_while_idle_and_pushes_each_commit_then_ends_on
 
     // A commit is pushed as it lands.
     served.exec(&uid, None, "second").await;
-    let after = served.journal.inner.head(&uid).await.unwrap();
+    let after = served.journal.inner().head(&uid).await.unwrap();
     seen.until(&mut stream, &format!("id: {after}\n")).await;
     assert_eq!(seen.seqs(), (1..=after).collect::<Vec<_>>());
 
@@ -392,7 +241,7 @@ async fn last_event_id_resumes_after_that_record() {
     let served = serve(None).await;
     let uid = served.create("").await;
     served.exec(&uid, None, "hello").await;
-    let head = served.journal.inner.head(&uid).await.unwrap();
+    let head = served.journal.inner().head(&uid).await.unwrap();
     assert!(head > 3, "{head}");
     let mut stream = served.events(&uid, "", Some(2)).await;
     assert_eq!(stream.status(), StatusCode::OK);
@@ -430,7 +279,7 @@ async fn a_caller_who_may_not_read_the_session_gets_no_stream() {
     );
     let mut own = served.events(&uid, "alice", None).await;
     assert_eq!(own.status(), StatusCode::OK);
-    let head = served.journal.inner.head(&uid).await.unwrap();
+    let head = served.journal.inner().head(&uid).await.unwrap();
     let mut seen = Seen(String::new());
     seen.until(&mut own, &format!("id: {head}\n")).await;
     assert!(seen.0.contains("mine"), "{}", seen.0);

@@ -4,7 +4,7 @@
 
 use agentsessions_api::{DeletionState, EventBody, EventKind, ExecState, LifecycleKind, Session};
 use agentsessions_controller::approval::ApprovalScan;
-use agentsessions_journal::{Journal, LogRecord, PendingApproval, SessionInfo};
+use agentsessions_journal::{LogRecord, PendingApproval, SessionInfo};
 use agentsessions_placement::{Placer, SessionCompute};
 use agentsessions_wire::convert::{struct_to_pb, timestamp_to_pb};
 use agentsessions_wire::pb;
@@ -52,13 +52,16 @@ fn is_lifecycle(record: &LogRecord, kind: Option<LifecycleKind>) -> bool {
     }
 }
 
-/// Reads the tail of `uid`'s log (and, only when an approval request may be pending, the whole
-/// log) to find a deletion intent and a pending approval. A log whose approval evidence does not
-/// scan renders without a ref rather than failing the read (the tolerant rule of §5.4).
-pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Result<Tail> {
+/// Reads the tail of `uid`'s log to find a deletion intent and how the last turn stands, and,
+/// only when an approval request may be pending, takes the approval scan from the session's kept
+/// state (which reads only what was appended since it was kept, not the whole log). A log whose
+/// approval evidence does not scan renders without a ref rather than failing the read (the
+/// tolerant rule of §5.4).
+pub(crate) async fn tail(placer: &Placer, uid: &str, last_seq: i64) -> Result<Tail> {
     if last_seq <= 0 {
         return Ok(Tail::default());
     }
+    let journal = placer.journal();
     let window = i64::try_from(TAIL).unwrap_or(1);
     let records = journal
         .read(uid, (last_seq - window + 1).max(1), last_seq)
@@ -74,7 +77,9 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
     };
     let mut turn = last_effect.map(turn_state);
     let pending = if may_be_pending {
-        let all = journal.read(uid, 1, last_seq).await?;
+        let state = placer.states().current(journal.as_ref(), uid).await?;
+        let through = state.records().partition_point(|r| r.seq <= last_seq);
+        let all = state.records().get(..through).unwrap_or_default();
         if turn.is_none() {
             turn = all
                 .iter()
@@ -82,11 +87,20 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
                 .find(|r| !is_lifecycle(r, None))
                 .map(turn_state);
         }
-        ApprovalScan::scan(&all, last_seq).ok().and_then(|scan| {
+        let pending_ref = |scan: &ApprovalScan| {
             scan.selected()
                 .filter(|g| g.is_pending())
                 .map(|g| g.park_ref())
-        })
+        };
+        if state.head() == last_seq {
+            // The scan kept with the state is of exactly these records.
+            state.view().approvals().ok().and_then(pending_ref)
+        } else {
+            // The session moved on since `last_seq` was read: scan what the caller saw.
+            ApprovalScan::scan(all, last_seq)
+                .ok()
+                .and_then(|scan| pending_ref(&scan))
+        }
     } else {
         None
     };
@@ -107,7 +121,7 @@ pub(crate) async fn tail(journal: &dyn Journal, uid: &str, last_seq: i64) -> Res
 /// Journal read failures.
 pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Session> {
     let running = placer.is_busy(&info.row.uid);
-    let tail = tail(placer.journal().as_ref(), &info.row.uid, info.last_seq).await?;
+    let tail = tail(placer, &info.row.uid, info.last_seq).await?;
     let compute = placer.session_compute(&info).await;
     Ok(render_placed(info, &tail, running, compute))
 }
@@ -119,7 +133,7 @@ pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Ses
 /// Journal read failures.
 pub(crate) async fn render_listed(placer: &Placer, info: SessionInfo) -> Result<pb::Session> {
     let running = placer.is_busy(&info.row.uid);
-    let tail = tail(placer.journal().as_ref(), &info.row.uid, info.last_seq).await?;
+    let tail = tail(placer, &info.row.uid, info.last_seq).await?;
     Ok(render_with(info, &tail, running))
 }
 

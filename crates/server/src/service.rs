@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use agentsessions_api::{Action, CallerIdentity, IdentityRef, Session};
-use agentsessions_controller::approval::ApprovalScan;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
     ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, RecordFollower, SessionInfo,
@@ -199,7 +198,7 @@ impl Inner {
     /// stored state (an unknown one counts as deleted) or by a delete marker at its tail.
     async fn live_tail(&self, info: &SessionInfo) -> Result<Tail> {
         let uid = info.row.uid.as_str();
-        let tail = tail(self.journal.as_ref(), uid, info.last_seq).await?;
+        let tail = tail(&self.placer, uid, info.last_seq).await?;
         if tail.deleted || info.deletion.is_deleted() {
             return Err(ServerError::DeletionPending {
                 uid: uid.to_owned(),
@@ -329,8 +328,15 @@ impl Inner {
         feed.send(Update::Session(first)).await;
         // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
         let recovery = order.turn.inputs.is_empty() && {
-            let records = self.journal.read(&uid, 1, info.last_seq).await?;
-            ApprovalScan::scan(&records, 0)
+            // From the kept state: what was appended since it was kept is read, not the log.
+            let state = self
+                .placer
+                .states()
+                .current(self.journal.as_ref(), &uid)
+                .await?;
+            state
+                .view()
+                .approvals()
                 .ok()
                 .and_then(|scan| scan.selected().map(|gate| !gate.completed))
                 .unwrap_or(false)

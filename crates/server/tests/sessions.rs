@@ -13,6 +13,7 @@ use agentsessions_api::{
 };
 use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::{CounterHarness, EchoHarness};
+use agentsessions_journal::testing::CountingReads;
 use agentsessions_journal::{Journal, SqliteJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, serve_tcp};
@@ -64,14 +65,18 @@ impl ToolExecutor for CountingTool {
 struct Server {
     client: Client,
     journal: Arc<dyn Journal>,
+    /// The same journal, counting what the server reads of it.
+    counting: Arc<CountingReads>,
     tool: Arc<CountingTool>,
     _dir: tempfile::TempDir,
 }
 
 async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let journal: Arc<dyn Journal> =
-        Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let counting = Arc::new(CountingReads::new(Arc::new(
+        SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
+    )));
+    let journal: Arc<dyn Journal> = counting.clone();
     let tool = Arc::new(CountingTool::default());
     let none = RuntimeCapabilities::default();
     let service = ServerBuilder::new(Arc::clone(&journal), Arc::new(EchoModel::new()))
@@ -91,6 +96,7 @@ async fn start() -> Server {
     Server {
         client,
         journal,
+        counting,
         tool,
         _dir: dir,
     }
@@ -507,6 +513,63 @@ async fn approval_parks_then_decision_and_recovery_complete_the_turn() {
     );
 }
 
+// issue 15: a session parked at an approval is shown from its tail and the kept state (which
+// reads what was appended since), so showing it again and again never reads its whole log.
+#[tokio::test]
+async fn a_parked_session_is_shown_without_reading_its_whole_log() {
+    let mut s = start().await;
+    let mut request = exec_request("", "pay");
+    request.harness = "gated".into();
+    let (frames, status) = exec(&mut s.client, request).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    let uid = session_uid(&frames);
+    // A longer history: approve, let the turn finish, and park on a new turn, a few times.
+    for turn in 0..10 {
+        let pending = get(&mut s.client, &uid).await.pending_approval.unwrap();
+        s.client
+            .approve(pb::ApproveRequest {
+                session: uid.clone(),
+                execution_id: pending.execution_id,
+                tool_call_id: pending.tool_call_id,
+                request_seq: pending.request_seq,
+                approved: Some(true),
+                reason: "fine".into(),
+                identity: None,
+            })
+            .await
+            .unwrap();
+        let recover = pb::ExecRequest {
+            session: uid.clone(),
+            ..pb::ExecRequest::default()
+        };
+        let (_, status) = exec(&mut s.client, recover).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+        let (_, status) = exec(&mut s.client, exec_request(&uid, &format!("pay {turn}"))).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+    }
+    // Read past the counter: the log's length and its newest approval request.
+    let log = s.counting.inner().read(&uid, 1, 0).await.unwrap();
+    let head = log.last().unwrap().seq;
+    let newest_request = log
+        .iter()
+        .rev()
+        .find(|r| r.event.kind == agentsessions_api::EventKind::ApprovalRequest)
+        .unwrap()
+        .seq;
+    let before = s.counting.records_read();
+    for _ in 0..3 {
+        let shown = get(&mut s.client, &uid).await;
+        assert_eq!(shown.exec_state(), pb::ExecState::ExecAwaiting);
+        let pending = shown.pending_approval.unwrap();
+        assert_eq!(pending.request_seq, newest_request);
+    }
+    let read = s.counting.records_read() - before;
+    assert!(
+        read < u64::try_from(head).unwrap(),
+        "three GetSessions read {read} records of a {head}-record log"
+    );
+}
+
 // extensions §1: Cancel stops the running turn; the journal records LIFECYCLE_CANCEL and END.
 #[tokio::test]
 async fn cancel_stops_a_running_turn() {
@@ -766,8 +829,10 @@ impl Harness for BreaksOnce {
 #[tokio::test]
 async fn resume_uses_the_harness_the_turn_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let journal: Arc<dyn Journal> =
-        Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let counting = Arc::new(CountingReads::new(Arc::new(
+        SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
+    )));
+    let journal: Arc<dyn Journal> = counting.clone();
     let none = RuntimeCapabilities::default();
     let service = ServerBuilder::new(Arc::clone(&journal), Arc::new(EchoModel::new()))
         .harness("echo", Arc::new(EchoHarness::new()), none)
@@ -873,8 +938,10 @@ async fn harness_server(harness: HangsAfterModel) -> std::net::SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_harness_killed_mid_turn_is_re_driven_on_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let journal: Arc<dyn Journal> =
-        Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let counting = Arc::new(CountingReads::new(Arc::new(
+        SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
+    )));
+    let journal: Arc<dyn Journal> = counting.clone();
     let first = harness_server(HangsAfterModel { hang: true }).await;
     let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let harness_addr = front.local_addr().unwrap();

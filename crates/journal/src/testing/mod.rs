@@ -2,6 +2,10 @@
 //! that the conformance suite and each backend's own tests write their fixtures once.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
+mod counting;
+
+pub use counting::CountingReads;
+
 use std::fmt::Display;
 use std::time::Duration;
 

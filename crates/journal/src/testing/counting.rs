@@ -1,0 +1,168 @@
+//! [`CountingReads`]: a journal wrapper for tests that counts what is read through it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agentsessions_api::Event;
+use async_trait::async_trait;
+
+use crate::approvals::{ApprovalPage, ApprovalsQuery};
+use crate::error::Result;
+use crate::follow::HeadFollow;
+use crate::journal::Journal;
+use crate::record::LogRecord;
+use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
+
+/// A journal that counts the reads made of it (records, heads, session rows, lists) and the
+/// records those reads returned, so a test can tell a follower that waits for commits from one
+/// that polls, or an operation that reads what was appended from one that reads the whole log.
+#[derive(Debug)]
+pub struct CountingReads {
+    inner: Arc<dyn Journal>,
+    reads: AtomicU64,
+    records: AtomicU64,
+}
+
+impl CountingReads {
+    /// Counts the reads made of `inner`.
+    pub fn new(inner: Arc<dyn Journal>) -> Self {
+        Self {
+            inner,
+            reads: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+        }
+    }
+
+    fn count(&self) {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The wrapped journal, for a test's own reads that should not count.
+    pub fn inner(&self) -> &Arc<dyn Journal> {
+        &self.inner
+    }
+
+    /// Reads made so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Records returned by [`Journal::read`] so far.
+    pub fn records_read(&self) -> u64 {
+        self.records.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Journal for CountingReads {
+    async fn append_batch(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        self.inner
+            .append_batch(session, expected_last_seq, fence, events)
+            .await
+    }
+
+    async fn append_batch_fencing(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        self.inner
+            .append_batch_fencing(session, expected_last_seq, events)
+            .await
+    }
+
+    fn follow(&self, session: &str) -> HeadFollow {
+        self.inner.follow(session)
+    }
+
+    async fn new_fence(&self, session: &str) -> Result<i64> {
+        self.inner.new_fence(session).await
+    }
+
+    async fn head(&self, session: &str) -> Result<i64> {
+        self.count();
+        self.inner.head(session).await
+    }
+
+    async fn read(&self, session: &str, from: i64, to: i64) -> Result<Vec<LogRecord>> {
+        self.count();
+        let records = self.inner.read(session, from, to).await?;
+        self.records
+            .fetch_add(records.len() as u64, Ordering::SeqCst);
+        Ok(records)
+    }
+
+    async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
+        self.inner.fork_session(parent, at_seq, child).await
+    }
+
+    async fn put_session(&self, row: SessionRow) -> Result<()> {
+        self.inner.put_session(row).await
+    }
+
+    async fn session_info(&self, uid: &str) -> Result<SessionInfo> {
+        self.count();
+        self.inner.session_info(uid).await
+    }
+
+    async fn list_sessions(&self, query: ListQuery) -> Result<SessionPage> {
+        self.count();
+        self.inner.list_sessions(query).await
+    }
+
+    async fn list_pending_approvals(&self, query: ApprovalsQuery) -> Result<ApprovalPage> {
+        self.count();
+        self.inner.list_pending_approvals(query).await
+    }
+
+    async fn pending_deletions(&self, limit: usize) -> Result<Vec<String>> {
+        self.inner.pending_deletions(limit).await
+    }
+
+    async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
+        self.inner.mark_reclaimed(uid).await
+    }
+
+    async fn register_harness(
+        &self,
+        name: &str,
+        spec: &str,
+        spec_digest: &str,
+    ) -> Result<(HarnessRow, RegisterOutcome)> {
+        self.inner.register_harness(name, spec, spec_digest).await
+    }
+
+    async fn get_harness(&self, name: &str) -> Result<Option<HarnessRow>> {
+        self.inner.get_harness(name).await
+    }
+
+    async fn list_harnesses(
+        &self,
+        after: &str,
+        limit: usize,
+        include_retired: bool,
+    ) -> Result<Vec<HarnessRow>> {
+        self.inner
+            .list_harnesses(after, limit, include_retired)
+            .await
+    }
+
+    async fn retire_harness(&self, name: &str, reason: &str) -> Result<HarnessRow> {
+        self.inner.retire_harness(name, reason).await
+    }
+
+    async fn reserve_harness_names(&self, names: &[String]) -> Result<()> {
+        self.inner.reserve_harness_names(names).await
+    }
+
+    async fn is_harness_name_reserved(&self, name: &str) -> Result<bool> {
+        self.inner.is_harness_name_reserved(name).await
+    }
+}
