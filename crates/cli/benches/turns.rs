@@ -15,6 +15,9 @@
 //! 6. memory per idle session: the state a host keeps of that 1,000-turn session, measured with
 //!    a counting allocator, beside the estimate the state budget uses.
 //!
+//! Rows 1 and 3 also print the CPU the process spent per turn (client and server together), a
+//! figure that moves less than latency with the state of a virtual machine's host.
+//!
 //! Run with `cargo bench -p agentsessions-cli --bench turns`; `BENCH_QUICK=1` for a smoke run
 //! (1,000 turns instead of 10,000 in row 2). `BENCH_ONLY=0123456` picks rows.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]
@@ -146,6 +149,25 @@ fn report_tenths(name: &str, latencies: &[Duration]) {
     );
 }
 
+/// CPU time this process has used so far (user and system, every thread, living or exited),
+/// from `/proc/self/stat` in ticks of 10 ms (`USER_HZ` is 100 on Linux); `None` without procfs.
+/// Unlike latency, it does not move with how fast this VM's host wakes an idle virtual CPU.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name start at field 3 (state); utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// The CPU the process spent per turn since `before` (client and server together: both run here).
+fn report_cpu(name: &str, before: Option<Duration>, turns: usize) {
+    if let (Some(before), Some(after)) = (before, process_cpu()) {
+        let per_turn = (after - before) / u32::try_from(turns.max(1)).unwrap_or(u32::MAX);
+        println!("{name:<48} CPU per turn (client and server) {per_turn:>9.3?}");
+    }
+}
+
 /// 128-byte `write + fdatasync` in a loop, in the journal's directory.
 fn raw_fsync(dir: &std::path::Path, n: usize) {
     let path = dir.join("fsync.probe");
@@ -223,10 +245,12 @@ fn main() {
         turns_on(client.clone(), String::new(), 5).await;
 
         if wanted('1') {
+            let cpu = process_cpu();
             let started = Instant::now();
             let (_, latencies) = turns_on(client.clone(), String::new(), 500).await;
             report("1. one session x 500 turns", &latencies, started.elapsed());
             report_tenths("1. one session x 500 turns", &latencies);
+            report_cpu("1. one session x 500 turns", cpu, latencies.len());
         }
 
         if wanted('2') {
@@ -249,6 +273,7 @@ fn main() {
         }
 
         if wanted('3') {
+            let cpu = process_cpu();
             let started = Instant::now();
             let tasks: Vec<_> = (0..64)
                 .map(|_| tokio::spawn(turns_on(client.clone(), String::new(), 50)))
@@ -262,6 +287,7 @@ fn main() {
                 &latencies,
                 started.elapsed(),
             );
+            report_cpu("3. 64 sessions x 50 turns", cpu, latencies.len());
         }
 
         if wanted('4') || wanted('5') || wanted('6') {
