@@ -449,14 +449,20 @@ async fn suspend_then_resume() {
     assert_eq!(status.code(), Code::Ok, "{status:?}");
 }
 
+/// A turn on a new session of the `gated` harness, which parks at its approval gate: its frames.
+async fn park_new_gated_session(client: &mut Client) -> Vec<Update> {
+    let mut request = exec_request("", "pay");
+    request.harness = "gated".into();
+    let (frames, status) = exec(client, request).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    frames
+}
+
 // semantics §5: park (OK with a final AWAITING frame), decide, inputless Exec recovers.
 #[tokio::test]
 async fn approval_parks_then_decision_and_recovery_complete_the_turn() {
     let mut s = start().await;
-    let mut request = exec_request("", "pay");
-    request.harness = "gated".into();
-    let (frames, status) = exec(&mut s.client, request).await;
-    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    let frames = park_new_gated_session(&mut s.client).await;
     let Some(Update::Session(last)) = frames.last() else {
         panic!("a parked Exec ends with a session frame")
     };
@@ -518,10 +524,7 @@ async fn approval_parks_then_decision_and_recovery_complete_the_turn() {
 #[tokio::test]
 async fn a_parked_session_is_shown_without_reading_its_whole_log() {
     let mut s = start().await;
-    let mut request = exec_request("", "pay");
-    request.harness = "gated".into();
-    let (frames, status) = exec(&mut s.client, request).await;
-    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    let frames = park_new_gated_session(&mut s.client).await;
     let uid = session_uid(&frames);
     // A longer history: approve, let the turn finish, and park on a new turn, a few times.
     for turn in 0..10 {
