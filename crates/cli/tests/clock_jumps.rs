@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use agentsessions_client::{Client, ExecOptions, uid_of, verify};
 use agentsessions_conformance::fixtures::CountingEndpoint;
 use common::Daemon;
+use common::ca::Ca;
 
 const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
 const STREAMED: &str = concat!(
@@ -474,5 +475,103 @@ async fn token_expiry_is_judged_on_the_daemons_clock_across_jumps() {
     assert!(
         records.len() > records_before,
         "the later turns were written"
+    );
+}
+
+// issue 19: with mTLS, a client certificate's validity is judged on the daemon's clock at each
+// handshake (libfaketime moves it; the client's clock stays real, so the server's certificate
+// stays valid to it). A certificate valid for an hour either side of the real now is admitted,
+// refused a day ahead (expired) and a day behind (not yet valid), and admitted again once the
+// clock is back: nothing about the certificate was cached.
+#[tokio::test]
+async fn client_certificate_validity_is_judged_on_the_daemons_clock_across_jumps() {
+    let Some(faketime) = libfaketime() else {
+        return;
+    };
+    let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |name: &str, text: &str| {
+        let path = d.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let ca = Ca::new("Clock CA");
+    let (server_cert, server_key) = ca.server();
+    let real_now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let hour = HOUR.unsigned_abs();
+    let (client_cert, client_key) =
+        ca.client_valid("spiffe://example/clock", real_now - hour, real_now + hour);
+    let ca_pem = write("ca.pem", &ca.pem);
+    let config = write(
+        "agentsessionsd.toml",
+        &format!(
+            "[auth]\nrequire_authentication = true\n[auth.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+             client_ca = \"{ca_pem}\"\n",
+            write("server.pem", &server_cert),
+            write("server.key", &server_key),
+        ),
+    );
+    let (client_cert, client_key) = (
+        write("client.pem", &client_cert),
+        write("client.key", &client_key),
+    );
+    let clock = Clock::new(d);
+    let daemon = start_with(
+        d,
+        &faketime,
+        &clock,
+        &model,
+        &Store::Sqlite,
+        Some(Path::new(&config)),
+    );
+    let list = || {
+        common::ctl(
+            d,
+            &[
+                "--server",
+                &daemon.addr,
+                "--tls-ca",
+                &ca_pem,
+                "--tls-cert",
+                &client_cert,
+                "--tls-key",
+                &client_key,
+                "list",
+            ],
+        )
+    };
+    let admitted = list();
+    assert!(
+        admitted.status.success(),
+        "refused on the real clock: {}",
+        String::from_utf8_lossy(&admitted.stderr)
+    );
+    for (offset, what) in [(DAY, "expired"), (-DAY, "not yet valid")] {
+        clock.jump_to(offset);
+        let refused = list();
+        assert!(
+            !refused.status.success(),
+            "a certificate {what} on the daemon's clock was admitted"
+        );
+        // The server's refusal comes after the client's handshake (TLS 1.3), so the client reads
+        // either its alert or a broken pipe; either way agentctl names the connection's failure
+        // instead of a bare "transport error".
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            said.contains("the connection to") && !said.contains("transport error"),
+            "{said}"
+        );
+        eprintln!("{what}: {}", said.trim());
+    }
+    clock.jump_to(0);
+    let again = list();
+    assert!(
+        again.status.success(),
+        "refused once the clock was back: {}",
+        String::from_utf8_lossy(&again.stderr)
     );
 }

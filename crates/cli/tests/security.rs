@@ -9,59 +9,13 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+mod common;
+
+use common::ca::Ca;
+use rcgen::KeyPair;
 
 const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
 const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = params.self_signed(&key).unwrap();
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// (certificate PEM, key PEM)
-    fn issue(&self, params: CertificateParams) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn server(&self) -> (String, String) {
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        self.issue(params)
-    }
-
-    fn client(&self, uri: &str) -> (String, String) {
-        let mut params = CertificateParams::default();
-        params.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue(params)
-    }
-}
 
 struct Daemon(Child, String);
 

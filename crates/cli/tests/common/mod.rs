@@ -2,6 +2,8 @@
 //! and `agentctl` runs. Each test binary uses a different part of it.
 #![allow(dead_code)]
 
+pub(crate) mod ca;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

@@ -47,6 +47,15 @@ pub(crate) enum CliError {
         /// The API asked for.
         api: Api,
     },
+    /// The connection to `--server` failed below gRPC (a TLS handshake the server refused, a
+    /// connection cut mid-call): the transport's own reason, not the bare "transport error".
+    #[error("the connection to {address} failed: {reason}")]
+    Transport {
+        /// The address given.
+        address: String,
+        /// The transport's reason.
+        reason: String,
+    },
     /// The server at `--server` serves another API (the ports swapped).
     #[error("the server at {address} does not serve the {api} API; {hint}")]
     WrongApi {
@@ -171,6 +180,12 @@ impl CliError {
                 reason: transport_reason(&error),
                 api,
             },
+            // A status the client made from a transport failure carries its cause; one the
+            // server sent does not.
+            tonic::Code::Unknown if transport_failure(&error) => Self::Transport {
+                address: address.to_owned(),
+                reason: transport_reason(&error),
+            },
             tonic::Code::Unimplemented => Self::WrongApi {
                 address: address.to_owned(),
                 api: api.name(),
@@ -193,6 +208,11 @@ impl CliError {
             }
         }
     }
+}
+
+/// Whether `error` is a status the client made from a failed connection (it has a cause).
+fn transport_failure(error: &ClientError) -> bool {
+    matches!(error, ClientError::Status(status) if std::error::Error::source(status).is_some())
 }
 
 /// The transport's own words for an unreachable server: the innermost cause (`Connection
@@ -272,7 +292,9 @@ impl From<CliError> for ExitCode {
             | CliError::Credentials(_)
             | CliError::Export(_) => USAGE,
             CliError::SessionNotFound { .. } | CliError::NoRecords { .. } => NOT_FOUND,
-            CliError::Unreachable { .. } | CliError::WrongApi { .. } => UNAVAILABLE,
+            CliError::Unreachable { .. }
+            | CliError::Transport { .. }
+            | CliError::WrongApi { .. } => UNAVAILABLE,
             CliError::AlreadyImported { .. } | CliError::SessionExists { .. } => CONFLICT,
             CliError::Interrupted
             | CliError::Detached {
