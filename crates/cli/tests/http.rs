@@ -14,11 +14,8 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use common::ca::Ca;
 use common::{DAEMON, Daemon};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use serde_json::{Value, json};
 
 /// One HTTP/1.1 GET on a fresh connection; the whole answer as text.
@@ -76,53 +73,9 @@ fn the_http_listener_may_not_share_the_sessions_port() {
     assert!(stderr.contains("--http-addr"), "{stderr}");
 }
 
-/// A certificate authority made for one test.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = params.self_signed(&key).unwrap();
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// Certificate PEM followed by its key's PEM.
-    fn issue(&self, params: CertificateParams) -> String {
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        format!("{}{}", cert.pem(), key.serialize_pem())
-    }
-
-    /// For 127.0.0.1 and localhost.
-    fn server(&self) -> String {
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        self.issue(params)
-    }
-
-    /// A client named by the URI SAN `uri`.
-    fn client(&self, uri: &str) -> String {
-        let mut params = CertificateParams::default();
-        params.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue(params)
-    }
+/// A certificate and its key, in one PEM text (how the console's TLS files take them).
+fn joined((cert, key): (String, String)) -> String {
+    format!("{cert}{key}")
 }
 
 const ALICE: &str = "spiffe://example/alice";
@@ -202,12 +155,12 @@ async fn https_with_client_certificates_reads_and_approves_as_the_certificate_na
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ca = Ca::new("Console Test CA");
-    let server = ca.server();
+    let server = joined(ca.server());
     write(d, "server.pem", &server);
     write(d, "server.key", &server);
     write(d, "ca.pem", &ca.pem);
-    let alice = ca.client(ALICE);
-    let bob = ca.client(BOB);
+    let alice = joined(ca.client(ALICE));
+    let bob = joined(ca.client(BOB));
     let alice_pem = write(d, "alice.pem", &alice);
     let bob_pem = write(d, "bob.pem", &bob);
     let config = format!(
@@ -305,7 +258,7 @@ async fn https_with_client_certificates_reads_and_approves_as_the_certificate_na
         .send()
         .await;
     assert!(anonymous.is_err(), "{anonymous:?}");
-    let stranger = Ca::new("Other CA").client("spiffe://example/intruder");
+    let stranger = joined(Ca::new("Other CA").client("spiffe://example/intruder"));
     let stranger = https_client(&ca, Some(&stranger))
         .get(format!("{base}/api/v1/sessions"))
         .send()
@@ -327,7 +280,7 @@ async fn https_with_optional_client_certificates_takes_bearer_tokens_too() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ca = Ca::new("Console Test CA");
-    let server = ca.server();
+    let server = joined(ca.server());
     write(d, "server.pem", &server);
     write(d, "server.key", &server);
     write(d, "hmac.key", SECRET);
@@ -371,7 +324,7 @@ async fn https_with_optional_client_certificates_takes_bearer_tokens_too() {
     let anonymous = client.get(&url).send().await.unwrap();
     assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
     // A certificate, when one is presented, is its caller.
-    let (status, me) = get_json(&https_client(&ca, Some(&ca.client(ALICE))), &url).await;
+    let (status, me) = get_json(&https_client(&ca, Some(&joined(ca.client(ALICE)))), &url).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{me}");
     assert_eq!(me["subject"], ALICE);
     assert_eq!(me["issuer"], CLIENT_ISSUER);
