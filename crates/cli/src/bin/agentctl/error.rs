@@ -181,11 +181,16 @@ impl CliError {
                 api,
             },
             // A status the client made from a transport failure carries its cause; one the
-            // server sent does not.
-            tonic::Code::Unknown if transport_failure(&error) => Self::Transport {
-                address: address.to_owned(),
-                reason: transport_reason(&error),
-            },
+            // server sent does not. (A connection the server cut shows up as any of these,
+            // depending on what the client was doing when it noticed.)
+            tonic::Code::Unknown | tonic::Code::Cancelled | tonic::Code::Internal
+                if transport_failure(&error) =>
+            {
+                Self::Transport {
+                    address: address.to_owned(),
+                    reason: transport_reason(&error),
+                }
+            }
             tonic::Code::Unimplemented => Self::WrongApi {
                 address: address.to_owned(),
                 api: api.name(),
