@@ -491,11 +491,7 @@ async fn client_certificate_validity_is_judged_on_the_daemons_clock_across_jumps
     let model = CountingEndpoint::start_full(ANSWER, Some(STREAMED), 0).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let write = |name: &str, text: &str| {
-        let path = d.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_str().unwrap().to_owned()
-    };
+    let write = |name: &str, text: &str| common::write(d, name, text);
     let ca = Ca::new("Clock CA");
     let (server_cert, server_key) = ca.server();
     let real_now = SystemTime::now()

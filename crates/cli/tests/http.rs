@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::ca::Ca;
-use common::{DAEMON, Daemon};
+use common::{DAEMON, Daemon, write};
 use serde_json::{Value, json};
 
 /// One HTTP/1.1 GET on a fresh connection; the whole answer as text.
@@ -81,13 +81,6 @@ fn joined((cert, key): (String, String)) -> String {
 const ALICE: &str = "spiffe://example/alice";
 const BOB: &str = "spiffe://example/bob";
 const CLIENT_ISSUER: &str = "corp-clients";
-
-/// Writes `text` as `dir/name`; its path.
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 /// The MCP fixture server binary, built beside ours (`cargo build -p agentsessions-mcp`).
 fn fixture_server() -> PathBuf {

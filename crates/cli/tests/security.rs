@@ -12,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 mod common;
 
 use common::ca::Ca;
+use common::write;
 use rcgen::KeyPair;
 
 const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
@@ -24,12 +25,6 @@ impl Drop for Daemon {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 fn daemon(dir: &Path, config: &str) -> Result<Daemon, Output> {

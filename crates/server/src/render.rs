@@ -10,6 +10,7 @@ use agentsessions_wire::convert::{struct_to_pb, timestamp_to_pb};
 use agentsessions_wire::pb;
 
 use crate::error::Result;
+use crate::record_page::seq_range;
 
 /// How many records from the head [`render`] reads to find the last non-lifecycle record.
 const TAIL: usize = 8;
@@ -78,8 +79,7 @@ pub(crate) async fn tail(placer: &Placer, uid: &str, last_seq: i64) -> Result<Ta
     let mut turn = last_effect.map(turn_state);
     let pending = if may_be_pending {
         let state = placer.states().current(journal.as_ref(), uid).await?;
-        let through = state.records().partition_point(|r| r.seq <= last_seq);
-        let all = state.records().get(..through).unwrap_or_default();
+        let all = seq_range(state.records(), 1, last_seq);
         if turn.is_none() {
             turn = all
                 .iter()

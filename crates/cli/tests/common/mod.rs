@@ -11,6 +11,13 @@ use std::process::{Child, Command, Output, Stdio};
 pub(crate) const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
 pub(crate) const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
 
+/// Writes `text` as `dir/name`; its path.
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 /// A running `agentsessionsd`, killed when dropped.
 pub(crate) struct Daemon {
     child: Child,
