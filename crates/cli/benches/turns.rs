@@ -1,7 +1,8 @@
 //! The workload of issue 15, "flat cost per turn", through gRPC (a bench binary, not a timed
 //! test): client SDK → Sessions service over loopback TCP → echo harness → offline echo model →
 //! durable SQLite, the service being the daemon's own assembly (`host::build_service`) served in
-//! this process. Inputs are 100 characters.
+//! this process on a runtime like the daemon's, the client on a runtime of its own (as in its
+//! own process). Inputs are 100 characters.
 //!
 //! 0. the raw `write + fdatasync` rate of the disk the journal is on, measured in the same run;
 //! 1. one session × 500 turns: p50 / p99, and the first 10 % against the last 10 %;
@@ -220,8 +221,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 1_000 } else { 10_000 });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The daemon's runtime (`#[tokio::main]`: one worker per core, two here) serves; the client
+    // has a runtime of its own, as it would in its own process, so its connection tasks do not
+    // run on the daemon's workers.
+    let server = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
@@ -229,8 +237,8 @@ fn main() {
     if wanted('0') {
         raw_fsync(dir.path(), if quick { 500 } else { 3_000 });
     }
-    runtime.block_on(async {
-        let path = dir.path().join("bench.db");
+    let path = dir.path().join("bench.db");
+    let addr = server.block_on(async {
         let journal = open_journal(path.to_str().unwrap(), "").await.unwrap();
         let assembled = build_service(journal, &HostConfig::default()).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -240,6 +248,9 @@ fn main() {
             assembled.service,
             std::future::pending(),
         ));
+        addr
+    });
+    client_runtime.block_on(async {
         let client = Client::dial(&addr).unwrap();
         // Warm the connection and the host.
         turns_on(client.clone(), String::new(), 5).await;

@@ -3,7 +3,7 @@
 //! resumes after `Last-Event-ID`; it ends after the delete record; a caller who may not read
 //! the session gets a plain 404 and no stream. Served on 127.0.0.1 over the in-memory journal
 //! (everything on the test's runtime), wrapped to count the reads the console causes
-//! (`agentsessions_journal::testing::CountingReads`).
+//! (`agentsessions_journal::testing::Instrumented`).
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -20,7 +20,7 @@ use agentsessions_api::{
 use agentsessions_auth::{Authenticated, Authenticator, JwtVerifier};
 use agentsessions_console::{CSRF_HEADER, Console, router};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::testing::CountingReads;
+use agentsessions_journal::testing::Instrumented;
 use agentsessions_journal::{Journal, MemoryJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, SessionsService};
@@ -38,7 +38,7 @@ const SECRET: &[u8] = b"live-test-secret-of-more-than-32-bytes!!";
 struct Served {
     base: String,
     service: SessionsService,
-    journal: Arc<CountingReads>,
+    journal: Arc<Instrumented>,
     http: reqwest::Client,
 }
 
@@ -59,7 +59,7 @@ fn token(subject: &str) -> String {
 /// A console over a fresh service on the counting journal; with `policy`, bearer tokens
 /// authenticate callers and the policy decides.
 async fn serve(policy: Option<Arc<dyn Authorizer>>) -> Served {
-    let journal = Arc::new(CountingReads::new(Arc::new(MemoryJournal::new())));
+    let journal = Arc::new(Instrumented::new(Arc::new(MemoryJournal::new())));
     let mut builder = ServerBuilder::new(
         Arc::clone(&journal) as Arc<dyn Journal>,
         Arc::new(EchoModel::new()),

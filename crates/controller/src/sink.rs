@@ -15,7 +15,7 @@ use agentsessions_api::{
     EventSink, Mediation, Message, ModelCall, ModelProvider, ModelRequest, ModelResponse,
     Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
 };
-use agentsessions_journal::{Journal, JournalError, LogRecord};
+use agentsessions_journal::{Journal, JournalError, LogRecord, QueuedAppend};
 use agentsessions_wire::model_input_hash;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -81,6 +81,26 @@ pub(crate) struct SinkState {
     /// Records committed by deferred appends and not yet durable, so not yet shown to the
     /// observer: the next durable append shows them first, in seq order.
     pub(crate) unshown: Vec<LogRecord>,
+    /// Deferred appends handed to the journal and not yet collected, in order: `head` already
+    /// counts them, and the next durable append queues behind them.
+    pub(crate) queued: Vec<QueuedAppend>,
+}
+
+impl SinkState {
+    /// Collects the records of the queued appends (committed ahead of anything appended after
+    /// them) into `appended` and `unshown`.
+    ///
+    /// # Errors
+    /// The first queued append the journal refused; the ones after it are dropped (their
+    /// cursors were past the head, so they were refused too).
+    pub(crate) async fn collect_queued(&mut self) -> Result<(), JournalError> {
+        for queued in std::mem::take(&mut self.queued) {
+            let records = queued.records().await?;
+            self.appended.extend(records.iter().cloned());
+            self.unshown.extend(records);
+        }
+        Ok(())
+    }
 }
 
 /// The sink of one run.
@@ -180,63 +200,68 @@ impl Sink {
         kind: EventKind,
         body: EventBody,
     ) -> ApiResult<LogRecord> {
-        self.append_as(st, kind, body, true).await
-    }
-
-    /// Appends a record nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE): committed in order
-    /// but made durable by the next durable append, and shown only then.
-    async fn append_deferred(
-        &self,
-        st: &mut SinkState,
-        kind: EventKind,
-        body: EventBody,
-    ) -> ApiResult<LogRecord> {
-        self.append_as(st, kind, body, false).await
-    }
-
-    async fn append_as(
-        &self,
-        st: &mut SinkState,
-        kind: EventKind,
-        body: EventBody,
-        durable: bool,
-    ) -> ApiResult<LogRecord> {
-        let event = Event::new(kind, body).with_execution(self.ctx.journal_execution_id.clone());
-        let journal = &self.ctx.journal;
-        let appended = if durable {
-            journal
-                .append(&self.ctx.session, st.head, self.ctx.fence, event)
-                .await
-        } else {
-            journal
-                .append_deferred(
-                    &self.ctx.session,
-                    st.head,
-                    Some(self.ctx.fence),
-                    vec![event],
-                )
-                .await
-                .and_then(|mut records| {
-                    records.pop().ok_or_else(|| {
-                        JournalError::InvalidArgument("append committed no record".to_owned())
-                    })
-                })
-        };
+        let early = st.collect_queued().await;
+        let appended = self
+            .ctx
+            .journal
+            .append(
+                &self.ctx.session,
+                st.head,
+                self.ctx.fence,
+                self.event(kind, body),
+            )
+            .await;
+        let appended = early.and(appended);
+        // The deferred appends queued before this one were committed ahead of it. A refusal of
+        // one of them explains this one's.
+        let appended = st.collect_queued().await.and(appended);
         match appended {
             Ok(record) => {
                 st.head = record.seq;
                 st.appended.push(record.clone());
                 st.unshown.push(record.clone());
-                if durable {
-                    let shown = std::mem::take(&mut st.unshown);
-                    if let Some(observer) = &self.ctx.observer {
-                        shown.iter().for_each(|r| observer.record(r));
-                    }
+                let shown = std::mem::take(&mut st.unshown);
+                if let Some(observer) = &self.ctx.observer {
+                    shown.iter().for_each(|r| observer.record(r));
                 }
                 Ok(record)
             }
             Err(e) => Err(Self::latch(st, ControllerError::Journal(e), false)),
         }
+    }
+
+    /// Appends a record nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE) without waiting for
+    /// its commit: the journal queues it, and the next durable append, which queues behind it,
+    /// makes it durable and shows it (see [`Journal::append_queued`]).
+    async fn append_deferred(
+        &self,
+        st: &mut SinkState,
+        kind: EventKind,
+        body: EventBody,
+    ) -> ApiResult<()> {
+        let queued = self
+            .ctx
+            .journal
+            .append_queued(
+                &self.ctx.session,
+                st.head,
+                self.ctx.fence,
+                vec![self.event(kind, body)],
+            )
+            .await;
+        match queued {
+            Ok(queued) => {
+                st.head += 1;
+                st.queued.push(queued);
+                Ok(())
+            }
+            Err(e) => Err(Self::latch(st, ControllerError::Journal(e), false)),
+        }
+    }
+
+    /// An event of this run's execution.
+    fn event(&self, kind: EventKind, body: EventBody) -> Event {
+        Event::new(kind, body).with_execution(self.ctx.journal_execution_id.clone())
     }
 
     /// Whether the recorded stream has nothing left, so a resume continues live.

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use agentsessions_api::Delta;
 use agentsessions_controller::{ExecRequest, Observer};
-use agentsessions_journal::{Durability, Journal, LogRecord, SqliteJournal, SqliteOptions};
+use agentsessions_journal::testing::Instrumented;
+use agentsessions_journal::{
+    Durability, Journal, LogRecord, MemoryJournal, SqliteJournal, SqliteOptions,
+};
 use support::*;
 
 /// A journal whose deferred records wait (nearly) forever for a durable append to share a sync,
@@ -126,4 +129,74 @@ async fn a_mediated_tool_call_is_durable_before_it_runs() {
         ]
     );
     assert_eq!(tool.effects("k1"), 1);
+}
+
+// A deferred append is queued, not waited for (issue 15 part 3): the journal here commits each
+// queued OUTPUT at once but answers only when the next durable append arrives, so a turn that
+// waited for the OUTPUT's commit before appending its END would never end.
+#[tokio::test]
+async fn a_turn_appends_its_end_without_waiting_for_its_outputs_commit() {
+    let held = Arc::new(Instrumented::new(Arc::new(MemoryJournal::new())).holding_queued_answers());
+    let journal: Arc<dyn Journal> = held.clone();
+    let c = controller(
+        &journal,
+        Arc::new(EchoHarness::default()),
+        Arc::new(CountModel::default()),
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(10), c.exec(exec("hi")))
+        .await
+        .expect("the END waited for the OUTPUT's commit")
+        .unwrap();
+    assert_eq!(held.queued_appends(), 1, "the OUTPUT is queued");
+    let expected = ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "END"];
+    assert_eq!(kinds(&outcome.records), expected);
+    assert_eq!(kinds(&read(&journal).await), expected);
+    assert_eq!(outcome.outputs, ["resp#1:hi"]);
+}
+
+// A queued append the journal refuses fails the turn with that refusal, not with the conflict
+// the END behind it then meets; nothing past the MODEL_CALL is written or shown.
+#[tokio::test]
+async fn a_refused_queued_append_fails_the_turn_with_its_own_error() {
+    let refusing =
+        Arc::new(Instrumented::new(Arc::new(MemoryJournal::new())).refusing_queued_appends());
+    let journal: Arc<dyn Journal> = refusing.clone();
+    let observer = Arc::new(Shown::default());
+    let c = controller(
+        &journal,
+        Arc::new(EchoHarness::default()),
+        Arc::new(CountModel::default()),
+    )
+    .with_observer(observer.clone());
+    let err = tokio::time::timeout(Duration::from_secs(10), c.exec(exec("hi")))
+        .await
+        .expect("the END waited for the OUTPUT's refusal")
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("queued append refused by the test"),
+        "{err}"
+    );
+    assert_eq!(
+        kinds(&read(&journal).await),
+        ["EXECUTION_START", "INPUT", "MODEL_CALL"]
+    );
+    assert_eq!(
+        observer.kinds.lock().unwrap().clone(),
+        ["EXECUTION_START", "INPUT", "MODEL_CALL"]
+    );
+}
+
+/// The kinds of the records shown, in order.
+#[derive(Debug, Default)]
+struct Shown {
+    kinds: Mutex<Vec<&'static str>>,
+}
+
+impl Observer for Shown {
+    fn record(&self, record: &LogRecord) {
+        self.kinds.lock().unwrap().push(record.event.kind.as_str());
+    }
+
+    fn delta(&self, _delta: &Delta) {}
 }

@@ -66,6 +66,7 @@ macro_rules! journal_conformance {
             delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer,
             fencing_append_mints_and_appends_in_one_commit,
             a_stale_fencing_append_never_supersedes_the_writer,
+            queued_appends_commit_in_order_and_a_refusal_refuses_what_follows,
             pending_approvals_follow_requests_and_decisions,
             pending_approvals_leave_with_delete_and_stay_with_the_parent,
             usage_totals_sum_in_the_append_commit,
@@ -1291,4 +1292,50 @@ pub async fn a_stale_fencing_append_never_supersedes_the_writer(j: Arc<dyn Journ
     assert_eq!(j.session_info("s").await.unwrap().fence, winners[0]);
     assert_eq!(j.head("s").await.unwrap(), head + 1);
     verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
+}
+
+// Journal::append_queued: appends queued one after another, and a durable append right behind
+// them, commit in that order and chain like any others; a queued append the journal refuses
+// is refused through its records, and what was appended behind it (its cursor past the head)
+// is refused too, leaving the head where it was.
+pub async fn queued_appends_commit_in_order_and_a_refusal_refuses_what_follows(
+    j: Arc<dyn Journal>,
+) {
+    let fence = j.new_fence("s").await.unwrap();
+    let first = j
+        .append_queued("s", 0, fence, vec![input("q1")])
+        .await
+        .unwrap();
+    let second = j
+        .append_queued("s", 1, fence, vec![input("q2"), input("q3")])
+        .await
+        .unwrap();
+    let durable = j.append("s", 3, fence, input("d")).await.unwrap();
+    assert_eq!(durable.seq, 4);
+    let mut queued = first.records().await.unwrap();
+    queued.extend(second.records().await.unwrap());
+    assert_eq!(
+        queued.iter().map(|r| (r.seq, r.fence)).collect::<Vec<_>>(),
+        [(1, fence), (2, fence), (3, fence)]
+    );
+    let all = j.read("s", 0, 0).await.unwrap();
+    assert_eq!(all[..3], queued[..]);
+    assert_eq!(all[3], durable);
+    verify_records(&all).unwrap();
+
+    let stale = j
+        .append_queued("s", 2, fence, vec![input("stale")])
+        .await
+        .unwrap();
+    let behind = j.append("s", 5, fence, input("behind")).await;
+    let refused = stale.records().await;
+    assert!(
+        matches!(refused, Err(JournalError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(behind, Err(JournalError::Conflict { .. })),
+        "{behind:?}"
+    );
+    assert_eq!(j.head("s").await.unwrap(), 4);
 }

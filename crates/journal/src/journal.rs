@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::Result;
 use crate::follow::HeadFollow;
+use crate::queued::QueuedAppend;
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 
@@ -116,6 +117,37 @@ pub trait Journal: Send + Sync + Debug {
                     .await
             }
         }
+    }
+
+    /// Hands an append like [`Journal::append_deferred`] (with `fence`) to the journal and
+    /// returns once it is queued for its commit, before it is committed: the caller collects
+    /// the records (or the refusal) later with [`QueuedAppend::records`]. Appends are applied
+    /// in the order they are queued, so the caller may append again at once at
+    /// `expected_last_seq + events.len()`; should this one be refused, that next append is
+    /// refused too (its cursor is past the head).
+    ///
+    /// For a turn's records nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE): the turn goes
+    /// on while the writer commits them, and the next durable append rides behind them in the
+    /// same queue. The caller must collect the records before it shows them to anyone, and
+    /// before it reads the session again.
+    ///
+    /// The default commits before it returns ([`Journal::append_deferred`]), which is always
+    /// allowed.
+    ///
+    /// # Errors
+    /// An event that cannot be canonicalized, or a journal that is closed, may be refused at
+    /// once; every other refusal comes through [`QueuedAppend::records`].
+    async fn append_queued(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<QueuedAppend> {
+        Ok(QueuedAppend::answered(
+            self.append_deferred(session, expected_last_seq, Some(fence), events)
+                .await,
+        ))
     }
 
     /// A subscription to `session`'s commits: it wakes when records are committed to the

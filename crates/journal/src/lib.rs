@@ -24,7 +24,8 @@
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
 //!   the id formats and checks every backend shares.
 //! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
-//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
+//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack;
+//!   [`queued`]: an append handed over without waiting ([`Journal::append_queued`]).
 //! - `conformance`, `testing` (feature `test-util`): the behavioral suite every backend runs,
 //!   and the fixtures backend tests share.
 #![warn(missing_docs)]
@@ -43,6 +44,7 @@ pub mod lineage;
 pub mod memory;
 pub mod page_token;
 pub mod projection;
+pub mod queued;
 pub mod record;
 pub mod record_follower;
 pub mod rows;
@@ -62,6 +64,7 @@ pub use error::{JournalError, Result};
 pub use follow::{CommitFeed, HeadFollow};
 pub use journal::Journal;
 pub use memory::MemoryJournal;
+pub use queued::QueuedAppend;
 pub use record::LogRecord;
 pub use record_follower::RecordFollower;
 pub use rows::{

@@ -8,6 +8,7 @@ use tracing::Instrument as _;
 
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
+use crate::queued::QueuedAppend;
 use crate::record::LogRecord;
 use crate::rules;
 
@@ -95,4 +96,36 @@ pub async fn append<C>(
     .await;
     agentsessions_telemetry::metrics().journal_append(started.elapsed());
     appended
+}
+
+/// Prepares a deferred append with `fence` and hands it to the writer as the command `wrap`
+/// makes of it, without waiting for its commit (see
+/// [`Journal::append_queued`](crate::Journal::append_queued)). Waits only for room in the
+/// queue, so appends queued one after another reach the writer in that order.
+///
+/// # Errors
+/// As [`rules::prepare_batch`]; [`JournalError::Closed`] when the writer is gone.
+pub async fn queue_append<C>(
+    queue: &mpsc::Sender<C>,
+    wrap: impl FnOnce(Append) -> C,
+    session: &str,
+    expected_last_seq: i64,
+    fence: i64,
+    events: Vec<Event>,
+) -> Result<QueuedAppend> {
+    let events = rules::prepare_batch(session, events, false)?;
+    let (ack, answer) = oneshot::channel();
+    let command = wrap(Append {
+        session: session.to_owned(),
+        expected_last_seq,
+        fence: Some(fence),
+        events,
+        durable: false,
+        ack,
+    });
+    queue
+        .send(command)
+        .await
+        .map_err(|_| JournalError::Closed)?;
+    Ok(QueuedAppend::queued(answer))
 }

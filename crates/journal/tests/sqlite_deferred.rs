@@ -230,3 +230,39 @@ async fn long_reads_continue_past_the_quick_part_through_a_fork_prefix() {
     assert_eq!(j.read("c", 40, 103).await.unwrap(), child[39..103].to_vec());
     assert_eq!(j.read("c", 40, 104).await.unwrap(), child[39..104].to_vec());
 }
+
+// Journal::append_queued hands an append back before its commit: here the writer cannot commit
+// (another connection holds the file's write lock), yet the append is queued at once, and the
+// durable append behind it waits with it; once the lock goes both commit, in order.
+#[tokio::test]
+async fn a_queued_append_is_handed_back_before_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = std::sync::Arc::new(open(&dir, Duration::from_secs(30)));
+    let fence = j.new_fence("s").await.unwrap();
+    let lock = rusqlite::Connection::open(dir.path().join("j.db")).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let queued = tokio::time::timeout(
+        Duration::from_secs(2),
+        j.append_queued("s", 0, fence, vec![input("queued")]),
+    )
+    .await
+    .expect("queued without waiting for the commit")
+    .unwrap();
+    let behind = tokio::spawn({
+        let j = std::sync::Arc::clone(&j);
+        async move { j.append("s", 1, fence, input("durable")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !behind.is_finished(),
+        "committed through another's write lock"
+    );
+    lock.execute_batch("ROLLBACK").unwrap();
+    let durable = behind.await.unwrap().unwrap();
+    let queued = queued.records().await.unwrap();
+    assert_eq!((queued[0].seq, durable.seq), (1, 2));
+    assert_eq!(
+        j.read("s", 1, 0).await.unwrap(),
+        [queued[0].clone(), durable]
+    );
+}

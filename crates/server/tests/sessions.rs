@@ -13,7 +13,7 @@ use agentsessions_api::{
 };
 use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::{CounterHarness, EchoHarness};
-use agentsessions_journal::testing::CountingReads;
+use agentsessions_journal::testing::Instrumented;
 use agentsessions_journal::{Journal, SqliteJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, serve_tcp};
@@ -66,14 +66,14 @@ struct Server {
     client: Client,
     journal: Arc<dyn Journal>,
     /// The same journal, counting what the server reads of it.
-    counting: Arc<CountingReads>,
+    counting: Arc<Instrumented>,
     tool: Arc<CountingTool>,
     _dir: tempfile::TempDir,
 }
 
 async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let counting = Arc::new(CountingReads::new(Arc::new(
+    let counting = Arc::new(Instrumented::new(Arc::new(
         SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
     )));
     let journal: Arc<dyn Journal> = counting.clone();
@@ -832,7 +832,7 @@ impl Harness for BreaksOnce {
 #[tokio::test]
 async fn resume_uses_the_harness_the_turn_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let counting = Arc::new(CountingReads::new(Arc::new(
+    let counting = Arc::new(Instrumented::new(Arc::new(
         SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
     )));
     let journal: Arc<dyn Journal> = counting.clone();
@@ -941,7 +941,7 @@ async fn harness_server(harness: HangsAfterModel) -> std::net::SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_harness_killed_mid_turn_is_re_driven_on_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let counting = Arc::new(CountingReads::new(Arc::new(
+    let counting = Arc::new(Instrumented::new(Arc::new(
         SqliteJournal::open(dir.path().join("journal.db")).unwrap(),
     )));
     let journal: Arc<dyn Journal> = counting.clone();

@@ -34,6 +34,12 @@ impl Controller {
         journal_execution_id: &str,
         wire_execution_id: &str,
     ) -> Result<TurnOutcome> {
+        let completes =
+            matches!(&end, RunEnd::Finished(Ok(()))) && state.stop.is_none() && mode == Mode::Live;
+        if !completes {
+            // What follows reads or writes at the head: the run's queued appends come first.
+            state.collect_queued().await?;
+        }
         let mut outcome = TurnOutcome {
             execution_id: wire_execution_id.to_owned(),
             outputs: std::mem::take(&mut state.outputs),
@@ -65,11 +71,17 @@ impl Controller {
                     match result {
                         Ok(()) => {
                             let done = end_event(journal_execution_id, "COMPLETED", None);
-                            let record = self
+                            let appended = self
                                 .journal
                                 .append(&self.session, state.head, self.fence(), done)
-                                .await?;
+                                .await;
+                            // The run's queued appends were committed ahead of the END; a
+                            // refusal of one of them explains the END's.
+                            state.collect_queued().await?;
+                            let record = appended?;
+                            outcome.records.append(&mut state.appended);
                             self.notify(&unshown);
+                            self.notify(&state.unshown);
                             self.notify(std::slice::from_ref(&record));
                             outcome.records.push(record);
                             return Ok(outcome);

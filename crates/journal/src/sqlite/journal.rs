@@ -13,9 +13,11 @@ use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
 use crate::journal::Journal;
+use crate::queued::QueuedAppend;
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 use crate::rules;
+use crate::writer_queue;
 
 #[async_trait]
 impl Journal for SqliteJournal {
@@ -49,6 +51,26 @@ impl Journal for SqliteJournal {
     ) -> Result<Vec<LogRecord>> {
         self.append_with(session, expected_last_seq, fence, events, false)
             .await
+    }
+
+    async fn append_queued(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<QueuedAppend> {
+        // Followers are woken by the durable append that follows: they are handed records only
+        // once durable.
+        writer_queue::queue_append(
+            &self.writer,
+            Command::Append,
+            session,
+            expected_last_seq,
+            fence,
+            events,
+        )
+        .await
     }
 
     fn follow(&self, session: &str) -> HeadFollow {

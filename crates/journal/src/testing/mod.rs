@@ -2,9 +2,9 @@
 //! that the conformance suite and each backend's own tests write their fixtures once.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
-mod counting;
+mod instrumented;
 
-pub use counting::CountingReads;
+pub use instrumented::Instrumented;
 
 use std::fmt::Display;
 use std::time::Duration;

@@ -1,35 +1,95 @@
-//! [`CountingReads`]: a journal wrapper for tests that counts what is read through it.
+//! [`Instrumented`]: a journal wrapper for tests that counts what is read through it, and can
+//! hold back the answers to queued appends.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agentsessions_api::Event;
 use async_trait::async_trait;
+use tokio::sync::oneshot;
 
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
-use crate::error::Result;
+use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
 use crate::journal::Journal;
+use crate::queued::QueuedAppend;
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 
 /// A journal that counts the reads made of it (records, heads, session rows, lists) and the
 /// records those reads returned, so a test can tell a follower that waits for commits from one
 /// that polls, or an operation that reads what was appended from one that reads the whole log.
+///
+/// It can also stand for a writer that is slow to answer
+/// ([`Instrumented::holding_queued_answers`]), so a test can tell a caller that waits for a
+/// queued append's commit from one that goes on.
 #[derive(Debug)]
-pub struct CountingReads {
+pub struct Instrumented {
     inner: Arc<dyn Journal>,
     reads: AtomicU64,
     records: AtomicU64,
+    queued: AtomicU64,
+    queued_answers: QueuedAnswers,
 }
 
-impl CountingReads {
+/// What becomes of a queued append's answer.
+#[derive(Debug)]
+enum QueuedAnswers {
+    /// The inner journal's, as it gives them.
+    Given,
+    /// Committed through the inner journal at once, but answered only when the next durable
+    /// append is made.
+    Held(Mutex<Vec<HeldAnswer>>),
+    /// Refused, with nothing committed, once the next durable append is made.
+    Refused(Mutex<Vec<HeldAnswer>>),
+}
+
+type HeldAnswer = (
+    oneshot::Sender<Result<Vec<LogRecord>>>,
+    Result<Vec<LogRecord>>,
+);
+
+impl Instrumented {
     /// Counts the reads made of `inner`.
     pub fn new(inner: Arc<dyn Journal>) -> Self {
         Self {
             inner,
             reads: AtomicU64::new(0),
             records: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            queued_answers: QueuedAnswers::Given,
+        }
+    }
+
+    /// Commits each queued append at once but answers it only when the next durable append
+    /// (`append_batch`, `append_batch_fencing`) is made: a caller that waits for a queued
+    /// append's records before its next durable append waits for ever.
+    #[must_use]
+    pub fn holding_queued_answers(mut self) -> Self {
+        self.queued_answers = QueuedAnswers::Held(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// Refuses each queued append (committing nothing), answering when the next durable append
+    /// is made, as a writer that failed the batch would.
+    #[must_use]
+    pub fn refusing_queued_appends(mut self) -> Self {
+        self.queued_answers = QueuedAnswers::Refused(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// Appends queued through [`Journal::append_queued`] so far.
+    pub fn queued_appends(&self) -> u64 {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Answers the queued appends held so far.
+    fn answer_held(&self) {
+        if let QueuedAnswers::Held(held) | QueuedAnswers::Refused(held) = &self.queued_answers {
+            let answers = std::mem::take(&mut *held.lock().unwrap_or_else(PoisonError::into_inner));
+            for (answer, result) in answers {
+                let _ = answer.send(result);
+            }
         }
     }
 
@@ -54,7 +114,7 @@ impl CountingReads {
 }
 
 #[async_trait]
-impl Journal for CountingReads {
+impl Journal for Instrumented {
     async fn append_batch(
         &self,
         session: &str,
@@ -62,6 +122,7 @@ impl Journal for CountingReads {
         fence: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
+        self.answer_held();
         self.inner
             .append_batch(session, expected_last_seq, fence, events)
             .await
@@ -73,9 +134,58 @@ impl Journal for CountingReads {
         expected_last_seq: i64,
         events: Vec<Event>,
     ) -> Result<Vec<LogRecord>> {
+        self.answer_held();
         self.inner
             .append_batch_fencing(session, expected_last_seq, events)
             .await
+    }
+
+    async fn append_deferred(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: Option<i64>,
+        events: Vec<Event>,
+    ) -> Result<Vec<LogRecord>> {
+        self.inner
+            .append_deferred(session, expected_last_seq, fence, events)
+            .await
+    }
+
+    async fn append_queued(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        events: Vec<Event>,
+    ) -> Result<QueuedAppend> {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let (held, result) = match &self.queued_answers {
+            QueuedAnswers::Given => {
+                return self
+                    .inner
+                    .append_queued(session, expected_last_seq, fence, events)
+                    .await;
+            }
+            QueuedAnswers::Held(held) => {
+                let committed = self
+                    .inner
+                    .append_deferred(session, expected_last_seq, Some(fence), events)
+                    .await;
+                (held, committed)
+            }
+            QueuedAnswers::Refused(held) => (
+                held,
+                Err(JournalError::InvalidArgument(
+                    "queued append refused by the test".to_owned(),
+                )),
+            ),
+        };
+        let (answer, records) = oneshot::channel();
+        held.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((answer, result));
+        Ok(QueuedAppend::queued(records))
     }
 
     fn follow(&self, session: &str) -> HeadFollow {
