@@ -131,6 +131,7 @@ impl SqliteJournal {
             options.default_project.clone(),
             Arc::clone(&watermark),
             syncer,
+            options.writer_spin,
         );
         let handle = std::thread::Builder::new()
             .name("journal-writer".to_owned())
@@ -166,6 +167,12 @@ impl SqliteJournal {
     /// syncing them itself: the thread hand-offs durability costs, for tests and benchmarks.
     pub fn wal_sync_handoffs(&self) -> u64 {
         self.watermark.handoffs()
+    }
+
+    /// How many times the writer thread has gone to sleep on an empty queue (rather than
+    /// taking a command that came within its spin), for tests and benchmarks.
+    pub fn writer_sleeps(&self) -> u64 {
+        self.watermark.writer_sleeps()
     }
 
     /// The file this journal writes.

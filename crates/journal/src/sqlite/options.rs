@@ -43,6 +43,12 @@ pub struct SqliteOptions {
     /// append to share its WAL sync before it is synced alone. Readers of those records wait up
     /// to this long more. Default 2 ms.
     pub deferred_sync_delay: std::time::Duration,
+    /// How long the writer, having just committed, watches its queue for the next command
+    /// before it goes to sleep. A turn's appends come tens of microseconds apart, and waking a
+    /// sleeping thread costs about as much again on a virtual machine, so this is a turn's
+    /// latency bought with some CPU after each commit (none on an idle journal). Zero never
+    /// spins. Default 300 µs (BENCHMARKS.md, "The writer watches its queue").
+    pub writer_spin: std::time::Duration,
 }
 
 impl Default for SqliteOptions {
@@ -53,6 +59,7 @@ impl Default for SqliteOptions {
             durability: Durability::default(),
             read_only: false,
             deferred_sync_delay: std::time::Duration::from_millis(2),
+            writer_spin: std::time::Duration::from_micros(300),
         }
     }
 }

@@ -69,6 +69,8 @@ pub(crate) struct Watermark {
     syncs: AtomicU64,
     /// Batches handed to `journal-sync` so far, for tests and benchmarks that count hand-offs.
     handoffs: AtomicU64,
+    /// Times the writer went to sleep on an empty queue, for tests and benchmarks of its spin.
+    writer_sleeps: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +102,15 @@ impl Watermark {
     /// Batches handed to `journal-sync` since the journal opened.
     pub(crate) fn handoffs(&self) -> u64 {
         self.handoffs.load(Ordering::Relaxed)
+    }
+
+    /// Times the writer has gone to sleep on an empty queue since the journal opened.
+    pub(crate) fn writer_sleeps(&self) -> u64 {
+        self.writer_sleeps.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn writer_sleeps_now(&self) {
+        self.writer_sleeps.fetch_add(1, Ordering::Relaxed);
     }
 
     fn settled_through(&self) -> u64 {
