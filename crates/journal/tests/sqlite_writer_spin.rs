@@ -35,7 +35,11 @@ async fn appends_within_the_spin_are_taken_without_a_sleep() {
             .unwrap()
             .seq;
     }
-    assert_eq!(j.writer_sleeps(), sleeps, "slept between appends within its spin");
+    assert_eq!(
+        j.writer_sleeps(),
+        sleeps,
+        "slept between appends within its spin"
+    );
     assert_eq!(head, 6);
 }
 
@@ -55,7 +59,10 @@ async fn without_a_spin_the_writer_sleeps_after_each_commit() {
             .unwrap()
             .seq;
     }
-    assert!(j.writer_sleeps() >= sleeps + 5, "took appends without sleeping");
+    assert!(
+        j.writer_sleeps() >= sleeps + 5,
+        "took appends without sleeping"
+    );
 }
 
 // The spin ends where a held deferred batch is due: a spinning writer still syncs it alone

@@ -44,7 +44,7 @@ pub struct SqliteOptions {
     /// to this long more. Default 2 ms.
     pub deferred_sync_delay: std::time::Duration,
     /// How long the writer, having just committed, watches its queue for the next command
-    /// before it goes to sleep. A turn's appends come tens of microseconds apart, and waking a
+    /// (yielding its CPU between looks) before it goes to sleep. A turn's appends come tens of microseconds apart, and waking a
     /// sleeping thread costs about as much again on a virtual machine, so this is a turn's
     /// latency bought with some CPU after each commit (none on an idle journal). Zero never
     /// spins. Default 300 µs (BENCHMARKS.md, "The writer watches its queue").

@@ -245,7 +245,9 @@ impl Writer {
 
     /// The next command, if one comes within the spin (and before a held batch is due): a
     /// turn's next append usually follows its last within tens of microseconds, and taking it
-    /// here spares both threads the sleep and the wake.
+    /// here spares both threads the sleep and the wake. Between looks it yields its CPU, so a
+    /// thread it just woke on the same CPU (the caller it acknowledged) runs first; spinning
+    /// without yielding made such a caller wait out the whole spin.
     fn watch_queue(&self, rx: &mut mpsc::Receiver<Command>) -> Option<Command> {
         let mut until = Instant::now() + self.spin;
         if let Some(due) = self.syncer.linger_deadline() {
@@ -255,7 +257,7 @@ impl Writer {
             match rx.try_recv() {
                 Ok(command) => return Some(command),
                 Err(mpsc::error::TryRecvError::Empty) if Instant::now() < until => {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
                 Err(_) => return None,
             }
