@@ -184,3 +184,37 @@ async fn eviction_under_a_tiny_byte_budget_stays_exact() {
         }
     }
 }
+
+// A fork child costs two WAL syncs on SQLite, its shared prefix and its published row, not
+// three: its FORK marker is committed without a sync of its own, and the row's sync covers it
+// before the fork answers. The child reads back whole.
+#[tokio::test]
+async fn a_fork_childs_marker_rides_the_sync_of_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite =
+        Arc::new(agentsessions_journal::SqliteJournal::open(dir.path().join("j.db")).unwrap());
+    let journal: Arc<dyn agentsessions_journal::Journal> = sqlite.clone();
+    let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
+    let host = placer(Arc::clone(&journal), &runtime);
+    session(&journal, "p").await;
+    host.exec(turn("p")).await.unwrap();
+    let at = journal.head("p").await.unwrap();
+    let syncs = sqlite.wal_syncs();
+    let out = host
+        .fork(ForkCall {
+            parent: "p".into(),
+            at_seq: at,
+            count: 1,
+            ..ForkCall::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(sqlite.wal_syncs() - syncs, 2, "prefix and row only");
+    let child = journal.read(&out.children[0], 1, 0).await.unwrap();
+    assert_eq!(child.len() as i64, at + 1);
+    assert_eq!(
+        child.last().unwrap().event.kind,
+        agentsessions_api::EventKind::Lifecycle
+    );
+    agentsessions_journal::verify_records(&child).unwrap();
+}

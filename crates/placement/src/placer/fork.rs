@@ -217,7 +217,11 @@ impl Placer {
             if let Some(EventBody::Lifecycle(l)) = &mut marker.body {
                 l.compute_instance.clone_from(&incarnation.compute_instance);
             }
-            self.journal.append(child, at, fence, marker).await?;
+            // Not waited for durably: no effect follows it, and the child row that publishes
+            // the child is written durably after it, so that sync covers it.
+            self.journal
+                .append_deferred(child, at, Some(fence), vec![marker])
+                .await?;
             Ok::<_, PlacementError>(())
         };
         if let Err(e) = journaled.await {
