@@ -211,7 +211,7 @@ async fn a_fork_childs_marker_rides_the_sync_of_its_row() {
         .unwrap();
     assert_eq!(sqlite.wal_syncs() - syncs, 2, "prefix and row only");
     let child = journal.read(&out.children[0], 1, 0).await.unwrap();
-    assert_eq!(child.len() as i64, at + 1);
+    assert_eq!(i64::try_from(child.len()).unwrap(), at + 1);
     assert_eq!(
         child.last().unwrap().event.kind,
         agentsessions_api::EventKind::Lifecycle
