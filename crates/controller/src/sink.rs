@@ -200,7 +200,6 @@ impl Sink {
         kind: EventKind,
         body: EventBody,
     ) -> ApiResult<LogRecord> {
-        let early = st.collect_queued().await;
         let appended = self
             .ctx
             .journal
@@ -211,7 +210,6 @@ impl Sink {
                 self.event(kind, body),
             )
             .await;
-        let appended = early.and(appended);
         // The deferred appends queued before this one were committed ahead of it. A refusal of
         // one of them explains this one's.
         let appended = st.collect_queued().await.and(appended);

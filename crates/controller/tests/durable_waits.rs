@@ -154,6 +154,34 @@ async fn a_turn_appends_its_end_without_waiting_for_its_outputs_commit() {
     assert_eq!(outcome.outputs, ["resp#1:hi"]);
 }
 
+// The same inside a run: an OUTPUT queued before a model call does not hold up the MODEL_CALL's
+// durable append, which the journal here must receive before it answers the OUTPUT.
+#[tokio::test]
+async fn a_model_call_is_appended_without_waiting_for_the_output_before_it() {
+    let held = Arc::new(Instrumented::new(Arc::new(MemoryJournal::new())).holding_queued_answers());
+    let journal: Arc<dyn Journal> = held.clone();
+    let harness = ScriptHarness::new(vec![
+        Step::Output("first".into()),
+        Step::Model("then".into()),
+    ]);
+    let c = controller(&journal, Arc::new(harness), Arc::new(CountModel::default()));
+    let outcome = tokio::time::timeout(Duration::from_secs(10), c.exec(exec("go")))
+        .await
+        .expect("the MODEL_CALL waited for the OUTPUT's commit")
+        .unwrap();
+    assert_eq!(held.queued_appends(), 2, "both OUTPUTs are queued");
+    let expected = [
+        "EXECUTION_START",
+        "INPUT",
+        "OUTPUT",
+        "MODEL_CALL",
+        "OUTPUT",
+        "END",
+    ];
+    assert_eq!(kinds(&outcome.records), expected);
+    assert_eq!(kinds(&read(&journal).await), expected);
+}
+
 // A queued append the journal refuses fails the turn with that refusal, not with the conflict
 // the END behind it then meets; nothing past the MODEL_CALL is written or shown.
 #[tokio::test]
