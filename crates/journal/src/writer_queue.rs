@@ -22,12 +22,22 @@ pub type Ack<T> = oneshot::Sender<Result<T>>;
 /// The command's own error; [`JournalError::Closed`] when the writer is gone (before or after
 /// it took the command).
 pub async fn request<C, T>(queue: &mpsc::Sender<C>, make: impl FnOnce(Ack<T>) -> C) -> Result<T> {
+    let done = hand_over(queue, make).await?;
+    done.await.map_err(|_| JournalError::Closed)?
+}
+
+/// Sends the command `make` builds around a fresh [`Ack`], waiting only for room in the queue;
+/// returns where its answer will come.
+async fn hand_over<C, T>(
+    queue: &mpsc::Sender<C>,
+    make: impl FnOnce(Ack<T>) -> C,
+) -> Result<oneshot::Receiver<Result<T>>> {
     let (ack, done) = oneshot::channel();
     queue
         .send(make(ack))
         .await
         .map_err(|_| JournalError::Closed)?;
-    done.await.map_err(|_| JournalError::Closed)?
+    Ok(done)
 }
 
 /// An append as every backend's writer receives it: checked and canonicalized on the caller's
@@ -114,18 +124,16 @@ pub async fn queue_append<C>(
     events: Vec<Event>,
 ) -> Result<QueuedAppend> {
     let events = rules::prepare_batch(session, events, false)?;
-    let (ack, answer) = oneshot::channel();
-    let command = wrap(Append {
-        session: session.to_owned(),
-        expected_last_seq,
-        fence: Some(fence),
-        events,
-        durable: false,
-        ack,
-    });
-    queue
-        .send(command)
-        .await
-        .map_err(|_| JournalError::Closed)?;
+    let answer = hand_over(queue, |ack| {
+        wrap(Append {
+            session: session.to_owned(),
+            expected_last_seq,
+            fence: Some(fence),
+            events,
+            durable: false,
+            ack,
+        })
+    })
+    .await?;
     Ok(QueuedAppend::queued(answer))
 }
