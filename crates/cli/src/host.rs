@@ -30,6 +30,16 @@ pub enum HostError {
         /// Why.
         reason: String,
     },
+    /// A command that only reads was pointed at a journal file that does not exist (it is
+    /// never created for a read).
+    #[error(
+        "no journal at {path}: the file does not exist (give --journal the file that holds the \
+         sessions)"
+    )]
+    JournalMissing {
+        /// The path given.
+        path: String,
+    },
     /// A `--harness name=address` entry is malformed.
     #[error("--harness {entry:?}: {reason}")]
     HarnessEntry {
@@ -248,16 +258,23 @@ pub async fn open_journal(address: &str, schema: &str) -> Result<Arc<dyn Journal
     Ok(Arc::new(journal))
 }
 
-/// Opens the journal at `address` for a command that only reads it: an existing SQLite file is
-/// opened read-only (so a file this user may not write can still be read); a missing file and a
-/// Postgres URL open as in [`open_journal`].
+/// Opens the journal at `address` for a command that only reads it: a SQLite file is opened
+/// read-only (so a file this user may not write can still be read), which never creates one; a
+/// Postgres URL opens as in [`open_journal`].
 ///
 /// # Errors
-/// [`HostError::Journal`].
+/// [`HostError::JournalMissing`] for a file that does not exist, else [`HostError::Journal`].
 pub async fn open_journal_to_read(address: &str) -> Result<Arc<dyn Journal>, HostError> {
     let is_file = !(address.starts_with("postgres://") || address.starts_with("postgresql://"));
-    if !is_file || !std::path::Path::new(address).exists() {
+    if !is_file {
         return open_journal(address, "").await;
+    }
+    // The read-only open refuses a missing file too (it cannot create one); this only names
+    // the common case plainly.
+    if !std::path::Path::new(address).exists() {
+        return Err(HostError::JournalMissing {
+            path: address.to_owned(),
+        });
     }
     let options = SqliteOptions {
         read_only: true,

@@ -262,7 +262,7 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     let config = write_config(d, &model, "[\"count\"]", "");
     let daemon = start(d, &config);
 
-    let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+    let out = daemon.parked(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let uid = session_of(&out);
     assert!(
         out.contains("OUTPUT  assistant: -> calls fixture__count"),
@@ -319,7 +319,7 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     assert!(verified.starts_with("verified"), "{verified}");
 
     // A denial: the tool never runs, the model is told, the turn completes.
-    let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
+    let out = daemon.parked(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let denied_uid = session_of(&out);
     daemon.ok(&["deny", "--session", &denied_uid, "--reason", "not now"]);
     let denied = daemon.ok(&["replay", "--session", &denied_uid]);

@@ -123,7 +123,8 @@ fn exec_words_are_one_message_and_dash_reads_stdin() {
     assert_eq!(empty.status.code(), Some(USAGE), "{empty:?}");
 }
 
-// CLI truth 4: approve and deny take --session like every other command.
+// CLI truth 4: approve and deny take --session like every other command; nothing pending is
+// a conflict (as the server says of a named request that is not pending).
 #[test]
 fn approve_and_deny_take_the_session_flag() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,7 +132,7 @@ fn approve_and_deny_take_the_session_flag() {
     let uid = new_session(d, "hello");
     for verb in ["approve", "deny"] {
         let out = ctl(d, &[verb, "--session", &uid]);
-        assert_eq!(out.status.code(), Some(USAGE), "{verb}: {out:?}");
+        assert_eq!(out.status.code(), Some(CONFLICT), "{verb}: {out:?}");
         assert!(
             stderr(&out).contains("no pending approval"),
             "{}",

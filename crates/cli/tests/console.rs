@@ -438,7 +438,7 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
     let browser = Browser::start();
 
     // Approve: the parked call runs once and the turn completes.
-    let out = daemon.ok(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
+    let out = daemon.parked(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
     let approved = session_of(&out);
     browser.goto(&format!("http://{http}/#/approvals"));
     browser.wait(
@@ -476,7 +476,7 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
     );
 
     // Deny: the tool never runs; the call's result is the denial and the turn ends.
-    let out = daemon.ok(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
+    let out = daemon.parked(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
     let denied = session_of(&out);
     browser.goto(&format!("http://{http}/#/sessions/{denied}"));
     browser.wait("the approval panel", &has("#approval button.deny"));
@@ -498,7 +498,7 @@ fn approvals_are_decided_with_the_buttons_and_markup_in_content_stays_inert() {
     );
 
     // A session in another project: its page finds its approval all the same.
-    let out = daemon.ok(&[
+    let out = daemon.parked(&[
         "--project",
         "elsewhere",
         "exec",
@@ -621,9 +621,14 @@ fn a_viewer_without_permission_sees_neither_the_session_nor_the_button() {
     let as_alice = |args: &[&str]| {
         let mut all = vec!["--token", alice.as_str()];
         all.extend(args);
-        daemon.ok(&all)
+        daemon.ctl(&all)
     };
-    let out = as_alice(&["exec", "--harness", "chat", "/tool fixture__count {}"]);
+    let out = common::parked(&as_alice(&[
+        "exec",
+        "--harness",
+        "chat",
+        "/tool fixture__count {}",
+    ]));
     let secret = session_of(&out);
     let browser = Browser::start();
 

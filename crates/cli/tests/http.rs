@@ -186,19 +186,19 @@ async fn https_with_client_certificates_reads_and_approves_as_the_certificate_na
             pem,
         ];
         all.extend(args);
-        common::stdout(&common::ctl(d, &all))
+        common::ctl(d, &all)
     };
-    let out = as_caller(
+    let out = common::parked(&as_caller(
         &alice_pem,
         &["exec", "--harness", "chat", "/tool fixture__count {}"],
-    );
+    ));
     let hers = out
         .lines()
         .find_map(|l| l.strip_prefix("session "))
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("no session line in {out}"))
         .to_owned();
-    let his = as_caller(&bob_pem, &["create", "--name", "bobs"])
+    let his = common::stdout(&as_caller(&bob_pem, &["create", "--name", "bobs"]))
         .trim()
         .to_owned();
     let base = format!("https://{}", daemon.http);

@@ -31,6 +31,15 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+    /// A state filter names no execution state.
+    #[error(
+        "{name:?} is not an execution state (PENDING, RUNNING, AWAITING, COMPLETED, FAILED, \
+         CANCELED, INTERRUPTED)"
+    )]
+    UnknownExecState {
+        /// The name given.
+        name: String,
+    },
     /// A watch stream ended while its session was not deleted (the server went away).
     #[error("the watch of session {session} ended early; resume from seq {next_seq}")]
     WatchCut {
@@ -76,7 +85,7 @@ impl ClientError {
     pub fn code(&self) -> tonic::Code {
         match self {
             Self::Status(status) => status.code(),
-            Self::Dial { .. } => tonic::Code::InvalidArgument,
+            Self::Dial { .. } | Self::UnknownExecState { .. } => tonic::Code::InvalidArgument,
             Self::BadRecord { .. } => tonic::Code::DataLoss,
             Self::WatchCut { .. } => tonic::Code::Unavailable,
             Self::PageLost { .. } => tonic::Code::Internal,

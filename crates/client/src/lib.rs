@@ -22,18 +22,21 @@
 //! - [`client`](mod@client): [`Client`].
 //! - [`options`]: what a call takes and a turn returns.
 //! - [`records`]: [`text_of`], [`uid_of`], [`verify`].
+//! - [`filter`]: [`SessionFilter`], which sessions of a listing to keep.
 //! - [`watch`]: [`Watch`], a live follow of a session.
 //! - [`error`]: [`ClientError`], [`code_name`].
 #![warn(missing_docs)]
 
 pub mod client;
 pub mod error;
+pub mod filter;
 pub mod options;
 pub mod records;
 pub mod watch;
 
 pub use client::Client;
 pub use error::{ClientError, Result, code_name};
+pub use filter::{SessionFilter, exec_state};
 pub use options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
 pub use records::{decode, text_of, uid_of, verify};
 pub use watch::Watch;

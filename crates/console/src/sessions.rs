@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentsessions_api::Action;
-use agentsessions_client::uid_of;
+use agentsessions_client::{SessionFilter, exec_state, uid_of};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::Sessions as _;
 use axum::Json;
@@ -89,50 +89,19 @@ pub(crate) struct ListParams {
 }
 
 impl ListParams {
-    fn filtering(&self) -> bool {
-        !(self.state.is_empty()
-            && self.harness.is_empty()
-            && self.owner.is_empty()
-            && self.q.is_empty())
-    }
-
-    fn keeps(&self, session: &pb::Session, state: Option<pb::ExecState>) -> bool {
-        let meta = session.metadata.clone().unwrap_or_default();
-        let needle = self.q.to_lowercase();
-        state.is_none_or(|state| session.exec_state == state as i32)
-            && (self.harness.is_empty() || session.harness == self.harness)
-            && (self.owner.is_empty()
-                || session
-                    .owner
-                    .as_ref()
-                    .is_some_and(|owner| owner.subject == self.owner))
-            && (needle.is_empty()
-                || meta.uid.to_lowercase().contains(&needle)
-                || meta.name.to_lowercase().contains(&needle))
-    }
-}
-
-/// The execution state a filter names (`RUNNING` or `EXEC_RUNNING`), refusing others.
-fn exec_state(name: &str) -> Result<Option<pb::ExecState>> {
-    if name.is_empty() {
-        return Ok(None);
-    }
-    let upper = name.to_ascii_uppercase();
-    let full = if upper.starts_with("EXEC_") {
-        upper
-    } else {
-        format!("EXEC_{upper}")
-    };
-    pb::ExecState::from_str_name(&full)
-        .filter(|state| *state != pb::ExecState::Unspecified)
-        .map(Some)
-        .ok_or_else(|| ConsoleError::InvalidField {
+    /// The filter the query names (the one `agentctl list` uses too).
+    fn filter(&self) -> Result<SessionFilter> {
+        let state = exec_state(&self.state).map_err(|e| ConsoleError::InvalidField {
             field: "state",
-            problem: format!(
-                "{name:?} is not an execution state (PENDING, RUNNING, AWAITING, COMPLETED, \
-                 FAILED, CANCELED, INTERRUPTED)"
-            ),
+            problem: e.to_string(),
+        })?;
+        Ok(SessionFilter {
+            state,
+            harness: self.harness.clone(),
+            owner: self.owner.clone(),
+            text: self.q.clone(),
         })
+    }
 }
 
 #[derive(Serialize)]
@@ -148,7 +117,7 @@ pub(crate) async fn list(
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response> {
     let params = query(params)?;
-    let state = exec_state(&params.state)?;
+    let filter = params.filter()?;
     let want = match params.page_size {
         0 => DEFAULT_PAGE,
         n => n.min(MAX_PAGE),
@@ -173,14 +142,11 @@ pub(crate) async fn list(
         sessions.extend(
             page.sessions
                 .iter()
-                .filter(|session| params.keeps(session, state))
+                .filter(|session| filter.keeps(session))
                 .map(|session| canonical(session, "{}")),
         );
         token = page.next_page_token;
-        if token.is_empty()
-            || sessions.len() >= want
-            || !params.filtering()
-            || scanned >= MAX_SCANNED
+        if token.is_empty() || sessions.len() >= want || filter.is_empty() || scanned >= MAX_SCANNED
         {
             break;
         }
@@ -493,16 +459,24 @@ mod tests {
 
     #[test]
     fn state_filters_take_short_and_full_names() {
-        assert_eq!(exec_state("").unwrap(), None);
+        let filter = |state: &str| {
+            ListParams {
+                state: state.to_owned(),
+                ..ListParams::default()
+            }
+            .filter()
+        };
+        assert_eq!(filter("").unwrap().state, None);
         assert_eq!(
-            exec_state("running").unwrap(),
+            filter("running").unwrap().state,
             Some(pb::ExecState::ExecRunning)
         );
         assert_eq!(
-            exec_state("EXEC_AWAITING").unwrap(),
+            filter("EXEC_AWAITING").unwrap().state,
             Some(pb::ExecState::ExecAwaiting)
         );
-        exec_state("sleeping").unwrap_err();
-        exec_state("STATE_UNSPECIFIED").unwrap_err();
+        let refused = filter("sleeping").unwrap_err();
+        assert!(refused.to_string().starts_with("state: "), "{refused}");
+        filter("STATE_UNSPECIFIED").unwrap_err();
     }
 }

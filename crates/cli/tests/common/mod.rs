@@ -123,6 +123,11 @@ impl Daemon {
             .unwrap()
     }
 
+    /// [`Daemon::ctl`] of a turn that must park awaiting an approval; its stdout.
+    pub(crate) fn parked(&self, args: &[&str]) -> String {
+        parked(&self.ctl(args))
+    }
+
     /// [`Daemon::ctl`] that must succeed; its stdout.
     pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.ctl(args);
@@ -155,6 +160,23 @@ pub(crate) fn stdout(output: &Output) -> String {
         "agentctl failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `agentctl`'s exit code for a turn parked awaiting an approval decision.
+pub(crate) const PARKED: i32 = 7;
+
+/// The stdout of an `agentctl` turn that must have parked awaiting an approval (exit
+/// [`PARKED`], the request named on stderr).
+pub(crate) fn parked(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(PARKED),
+        "agentctl did not park: {}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(stderr.contains("awaits approval"), "{stderr}");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

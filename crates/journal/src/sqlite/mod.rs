@@ -401,4 +401,17 @@ mod tests {
 
         crate::journal_conformance!(fresh());
     }
+
+    // A reader's open: a missing file is refused and nothing is created in its place.
+    #[test]
+    fn a_read_only_open_never_creates_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.db");
+        let options = super::SqliteOptions {
+            read_only: true,
+            ..super::SqliteOptions::default()
+        };
+        super::SqliteJournal::open_with(&path, options).unwrap_err();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

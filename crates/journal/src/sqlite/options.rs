@@ -36,7 +36,8 @@ pub struct SqliteOptions {
     /// How batches are made durable.
     pub durability: Durability,
     /// Open an existing file only to read it: nothing is created, migrated or written, and
-    /// every write fails (for tools that read a file they may not write).
+    /// every write fails (for tools that read a file they may not write). A missing file is
+    /// refused, never created.
     pub read_only: bool,
     /// In [`Durability::Pipelined`], how long a committed batch of deferred appends
     /// ([`Journal::append_deferred`](crate::Journal::append_deferred)) may wait for a durable

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use crate::args::Decide;
 use crate::error::CliError;
 use crate::out::Out;
+use crate::sessions::parked;
 
 /// `approve --json` / `deny --json`.
 #[derive(Serialize)]
@@ -31,11 +32,7 @@ pub(crate) async fn decide(
             (None, None, None) => {
                 let session = client.get(&uid).await?;
                 let Some(p) = session.pending_approval else {
-                    return Err(CliError::Usage(format!(
-                        "session {uid} has no pending approval; if a decision is already \
-                         recorded, run `agentctl resume --session {uid}`, or name the request \
-                         with --execution --tool-call --request-seq"
-                    )));
+                    return Err(CliError::NoPendingApproval { session: uid });
                 };
                 (p.execution_id, p.tool_call_id, p.request_seq)
             }
@@ -87,7 +84,9 @@ pub(crate) async fn decide(
             compute_name(&session),
             session.last_seq
         )
-    })
+    })?;
+    // The resumed turn may park again, on its next gated call.
+    parked(Some(&session))
 }
 
 /// `approvals --json`: one pending request per line.

@@ -18,9 +18,14 @@ Exit codes:
   3  not found: no such session (or harness)
   4  refused: authentication or permission denied
   5  unavailable: the server cannot be reached or does not serve this API
-  6  conflict: the session moved on, already exists, or the import is already there
+  6  conflict: the session moved on, already exists, has no pending approval to decide, or
+     the import is already there
+  7  parked: the turn (exec, resume, approve, deny) waits for an approval decision; stderr
+     names the request
   130  interrupted (Ctrl-C) while exec or watch followed a session; stderr shows the
        `agentctl watch` command that reattaches
+  141  stdout was closed by its reader (`agentctl replay ... | head -1`): the command ends
+       quietly, as a shell command killed by SIGPIPE
 
 Examples:
   agentctl exec what did I say            # one message, in a new session
@@ -86,14 +91,19 @@ pub(crate) enum Command {
         #[arg(long, default_value = "")]
         model: String,
     },
-    /// List every session of the project.
+    /// List every session of the project (or those the filters keep, as the console's
+    /// `GET /api/v1/sessions` filters them).
     #[command(after_long_help = "Examples:\n  \
         agentctl list\n  \
+        agentctl list --state awaiting\n  \
+        agentctl list --harness chat --name notes\n  \
         agentctl --json list | jq -r .metadata.uid")]
     List {
         /// Page size for each request (0: the server's default; all pages are walked).
         #[arg(long, default_value_t = 0)]
         page_size: i32,
+        #[command(flatten)]
+        filter: ListFilter,
     },
     /// Show one session.
     #[command(after_long_help = "Examples:\n  agentctl get --session sess-1")]
@@ -137,10 +147,12 @@ pub(crate) enum Command {
         range: SeqRange,
     },
     /// Follow a session like `tail -f`: its records from --from on, then each one as it
-    /// commits (on any host sharing the journal), until the session is deleted.
+    /// commits (on any host sharing the journal), until the session is deleted (or, with
+    /// --until-end, until a turn ends).
     #[command(after_long_help = "Examples:\n  \
         agentctl --server 127.0.0.1:8080 watch --session sess-1\n  \
         agentctl --server 127.0.0.1:8080 watch --session sess-1 --from 12\n  \
+        agentctl --server 127.0.0.1:8080 watch --session sess-1 --from 12 --until-end\n  \
         agentctl --json --server 127.0.0.1:8080 watch --session sess-1 | jq .event")]
     Watch {
         /// Session uid.
@@ -149,6 +161,11 @@ pub(crate) enum Command {
         /// First seq to print.
         #[arg(long, default_value_t = 1)]
         from: i64,
+        /// Stop (exit 0) after the first record at or after --from that ends a turn: its END,
+        /// or the ERROR of a failed turn. `--from` the running turn's next seq follows that
+        /// turn to its end.
+        #[arg(long)]
+        until_end: bool,
     },
     /// Fork a session into children that share its history.
     #[command(after_long_help = "Examples:\n  \
@@ -238,10 +255,12 @@ pub(crate) enum Command {
         #[arg(long)]
         session: String,
     },
-    /// Write a session's records from the local journal to stdout.
+    /// Write a session's records to stdout: from the local journal, or with --server from
+    /// what the server returns (ReadRecords), in the same formats.
     #[command(after_long_help = "Examples:\n  \
         agentctl export --session sess-1 > sess-1.json\n  \
-        agentctl export --session sess-1 --format audit > audit.json")]
+        agentctl export --session sess-1 --format audit > audit.json\n  \
+        agentctl --server 127.0.0.1:8080 export --session sess-1 --format audit > audit.json")]
     Export {
         /// Session uid.
         #[arg(long)]
@@ -292,6 +311,25 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `list` filters: the fields of the console's `GET /api/v1/sessions` query, with the same
+/// meaning (`agentsessions_client::SessionFilter`).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ListFilter {
+    /// Only sessions in this execution state: pending, running, awaiting, completed, failed,
+    /// canceled or interrupted (any case; `EXEC_` optional).
+    #[arg(long, default_value = "")]
+    pub(crate) state: String,
+    /// Only sessions of this harness.
+    #[arg(long, default_value = "")]
+    pub(crate) harness: String,
+    /// Only sessions whose name or uid contains this text (any case).
+    #[arg(long, default_value = "")]
+    pub(crate) name: String,
+    /// Only sessions whose owner has this subject.
+    #[arg(long, default_value = "")]
+    pub(crate) owner: String,
 }
 
 /// A range of seqs, both ends inclusive.
@@ -375,11 +413,13 @@ pub(crate) struct Decide {
 }
 
 impl Cli {
-    /// Whether the command only reads the journal (so a read-only journal file will do).
+    /// Whether the command only reads the journal: a read-only journal file will do, and a
+    /// missing one is refused, never created.
     pub(crate) fn only_reads(&self) -> bool {
         matches!(
             self.command,
             Command::List { .. }
+                | Command::Watch { .. }
                 | Command::Approvals { .. }
                 | Command::Get { .. }
                 | Command::Replay { .. }

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use agentsessions_cli::host::HostError;
 use agentsessions_client::ClientError;
 
 /// Why a command failed. Each message says what to do about it.
@@ -96,13 +97,17 @@ pub(crate) enum CliError {
     Stdin(std::io::Error),
     /// Writing the output failed (other than a closed pipe).
     #[error("cannot write the output: {0}")]
-    Output(#[from] std::io::Error),
+    Output(std::io::Error),
+    /// Whoever read the output stopped reading (`agentctl replay … | head -1`): the command
+    /// ends quietly, as a shell command killed by SIGPIPE does.
+    #[error("the output was closed")]
+    ClosedPipe,
     /// JSON output could not be encoded.
     #[error("cannot encode JSON output: {0}")]
     Json(#[from] serde_json::Error),
     /// The local journal or embedded server could not be assembled.
     #[error("{0}")]
-    Host(#[from] agentsessions_cli::host::HostError),
+    Host(#[from] HostError),
     /// The local journal failed.
     #[error("journal: {0}")]
     Journal(#[from] agentsessions_journal::JournalError),
@@ -142,6 +147,33 @@ pub(crate) enum CliError {
     /// Ctrl-C before the server named the new session: nothing to reattach to.
     #[error("interrupted before the server named the session")]
     Interrupted,
+    /// The turn parked on a tool call that waits for a person's decision: the records so far
+    /// are printed, and `approve` or `deny` goes on.
+    #[error(
+        "session {session} awaits approval: execution={execution} tool_call={tool_call} \
+         request_seq={request_seq} (agentctl approve|deny --session {session})"
+    )]
+    Parked {
+        /// The session.
+        session: String,
+        /// The execution of the request.
+        execution: String,
+        /// The gated tool call.
+        tool_call: String,
+        /// The APPROVAL_REQUEST's seq.
+        request_seq: i64,
+    },
+    /// `approve` or `deny` named no request and the session has none waiting (the server's
+    /// FAILED_PRECONDITION when a named request is not pending says the same: one exit code).
+    #[error(
+        "session {session} has no pending approval; if a decision is already recorded, run \
+         `agentctl resume --session {session}`, or name the request with --execution \
+         --tool-call --request-seq"
+    )]
+    NoPendingApproval {
+        /// The session.
+        session: String,
+    },
     /// A turn failed after its session was known.
     #[error("{error} (session {session})")]
     Turn {
@@ -155,6 +187,18 @@ pub(crate) enum CliError {
 impl From<ClientError> for CliError {
     fn from(error: ClientError) -> Self {
         Self::Server(error)
+    }
+}
+
+/// Every write to stdout (and any other I/O error a command returns) lands here: a closed pipe
+/// is [`CliError::ClosedPipe`], so that every command ends the same quiet way.
+impl From<std::io::Error> for CliError {
+    fn from(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::ClosedPipe
+        } else {
+            Self::Output(error)
+        }
     }
 }
 
@@ -204,7 +248,7 @@ impl CliError {
     pub(crate) fn report(&self) {
         use std::io::Write as _;
         match self {
-            Self::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Self::ClosedPipe => {}
             Self::Arguments(e) => {
                 let _ignored = e.print();
             }
@@ -281,8 +325,12 @@ const NOT_FOUND: u8 = 3;
 const REFUSED: u8 = 4;
 const UNAVAILABLE: u8 = 5;
 const CONFLICT: u8 = 6;
+/// The turn parked awaiting an approval decision (not an error, not done either).
+const PARKED: u8 = 7;
 /// As a shell reports a process stopped by SIGINT.
 const INTERRUPTED: u8 = 130;
+/// As a shell reports a process killed by SIGPIPE (128 + 13): the reader of stdout went away.
+const CLOSED_PIPE: u8 = 141;
 
 impl From<CliError> for ExitCode {
     fn from(error: CliError) -> Self {
@@ -297,10 +345,15 @@ impl From<CliError> for ExitCode {
             | CliError::Credentials(_)
             | CliError::Export(_) => USAGE,
             CliError::SessionNotFound { .. } | CliError::NoRecords { .. } => NOT_FOUND,
+            CliError::Host(HostError::JournalMissing { .. }) => NOT_FOUND,
             CliError::Unreachable { .. }
             | CliError::Transport { .. }
             | CliError::WrongApi { .. } => UNAVAILABLE,
-            CliError::AlreadyImported { .. } | CliError::SessionExists { .. } => CONFLICT,
+            CliError::AlreadyImported { .. }
+            | CliError::SessionExists { .. }
+            | CliError::NoPendingApproval { .. } => CONFLICT,
+            CliError::Parked { .. } => PARKED,
+            CliError::ClosedPipe => CLOSED_PIPE,
             CliError::Interrupted
             | CliError::Detached {
                 interrupted: true, ..
@@ -344,6 +397,28 @@ mod tests {
         assert_eq!(exit(tonic::Code::Aborted), ExitCode::from(CONFLICT));
         assert_eq!(exit(tonic::Code::InvalidArgument), ExitCode::from(USAGE));
         assert_eq!(exit(tonic::Code::Internal), ExitCode::from(INTERNAL));
+    }
+
+    #[test]
+    fn scripts_tell_a_closed_pipe_a_parked_turn_and_nothing_pending_apart() {
+        let broken = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(matches!(CliError::from(broken), CliError::ClosedPipe));
+        assert_eq!(ExitCode::from(CliError::ClosedPipe), ExitCode::from(141));
+        let parked = CliError::Parked {
+            session: "s".into(),
+            execution: "e".into(),
+            tool_call: "t".into(),
+            request_seq: 7,
+        };
+        assert_eq!(ExitCode::from(parked), ExitCode::from(PARKED));
+        // No pending approval: the same code whether agentctl finds nothing to decide or the
+        // server refuses a named request that is not pending.
+        let nothing = CliError::NoPendingApproval {
+            session: "s".into(),
+        };
+        let refused = CliError::from(tonic::Status::failed_precondition("x"));
+        assert_eq!(ExitCode::from(nothing), ExitCode::from(CONFLICT));
+        assert_eq!(ExitCode::from(refused), ExitCode::from(CONFLICT));
     }
 
     #[test]

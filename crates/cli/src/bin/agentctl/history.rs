@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use agentsessions_cli::output::{record_json, record_line};
-use agentsessions_client::{Client, verify as verify_chain};
+use agentsessions_client::{Client, decode, verify as verify_chain};
 use agentsessions_journal::export::{
     JsonFormat, export_reference_json, import_reference_json, load_records,
 };
@@ -86,11 +86,8 @@ pub(crate) async fn verify(
 ) -> Result<(), CliError> {
     let records = client.read_records(uid, 0, 0).await?;
     if records.is_empty() {
+        // A session that exists with no records has an empty chain, and it verifies.
         known(client, uid, place).await?;
-        return Err(CliError::NoRecords {
-            session: uid.to_owned(),
-            place: place.to_owned(),
-        });
     }
     let summary = verify_chain(&records)?;
     let verified = Verified {
@@ -99,10 +96,49 @@ pub(crate) async fn verify(
         head_hash: &summary.head_hash,
     };
     out.either(&verified, || {
-        format!(
-            "verified {} records of {uid}: every hash and link checks out (head {})",
-            summary.records, summary.head_hash
-        )
+        if summary.records == 0 {
+            format!("verified 0 records of {uid}: the chain is empty")
+        } else {
+            format!(
+                "verified {} records of {uid}: every hash and link checks out (head {})",
+                summary.records, summary.head_hash
+            )
+        }
+    })
+}
+
+/// `export --server`: the same bundle [`export`] writes from the local journal, built from what
+/// the server returns (the records through ReadRecords, GetSession to tell a session with no
+/// records from one that does not exist).
+pub(crate) async fn export_from_server(
+    client: &mut Client,
+    out: &mut Out,
+    place: &str,
+    uid: &str,
+    format: &str,
+) -> Result<(), CliError> {
+    let records = client.read_records(uid, 1, 0).await?;
+    if records.is_empty() {
+        known(client, uid, place).await?;
+        return Err(CliError::NoRecords {
+            session: uid.to_owned(),
+            place: place.to_owned(),
+        });
+    }
+    let records = decode(&records)?;
+    out.partial(&bundle(uid, &records, format)?)
+}
+
+/// `records` of `uid` in the export `format`: `audit` or `reference`.
+fn bundle(
+    uid: &str,
+    records: &[agentsessions_journal::LogRecord],
+    format: &str,
+) -> Result<String, CliError> {
+    Ok(if format == "audit" {
+        audit::audit_json(uid, records)?
+    } else {
+        export_reference_json(records, JsonFormat::V030)?
     })
 }
 
@@ -127,12 +163,7 @@ pub(crate) async fn export(
             },
         });
     }
-    let text = if format == "audit" {
-        audit::audit_json(uid, &records)?
-    } else {
-        export_reference_json(&records, JsonFormat::V030)?
-    };
-    out.partial(&text)
+    out.partial(&bundle(uid, &records, format)?)
 }
 
 /// `import --json`.

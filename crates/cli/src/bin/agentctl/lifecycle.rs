@@ -6,6 +6,7 @@ use agentsessions_wire::pb;
 
 use crate::error::CliError;
 use crate::out::Out;
+use crate::sessions::parked;
 
 /// `session <uid> <op> compute=… last_seq=…`: the text after a state change.
 pub(crate) fn transition(session: &pb::Session, op: &str) -> String {
@@ -24,7 +25,8 @@ pub(crate) async fn suspend(client: &mut Client, out: &mut Out, uid: &str) -> Re
 
 pub(crate) async fn resume(client: &mut Client, out: &mut Out, uid: &str) -> Result<(), CliError> {
     let session = client.resume(uid).await?;
-    out.either(&session_json(&session), || transition(&session, "resume"))
+    out.either(&session_json(&session), || transition(&session, "resume"))?;
+    parked(Some(&session))
 }
 
 pub(crate) async fn cancel(

@@ -30,16 +30,18 @@ use crate::out::Out;
 async fn run(cli: Cli, out: &mut Out) -> Result<(), CliError> {
     match &cli.command {
         Command::Completions { shell } => {
-            let mut stdout = std::io::stdout();
-            clap_complete::generate(*shell, &mut Cli::command(), "agentctl", &mut stdout);
-            return Ok(());
+            // clap_complete panics on a failed write: it writes into memory, and the script
+            // goes out like every other output (a closed pipe ends quietly).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "agentctl", &mut script);
+            return out.bytes(&script);
         }
         Command::Harness { op } => {
             return registry::harness(&cli, op, out)
                 .await
                 .map_err(|e| e.at(&cli.server, Api::HarnessRegistry));
         }
-        Command::Export { session, format } => {
+        Command::Export { session, format } if cli.server.is_empty() => {
             let journal = connect::local_journal(&cli).await?;
             return history::export(journal.as_ref(), out, &cli.journal, session, format).await;
         }
@@ -82,7 +84,9 @@ async fn command(
             harness,
             model,
         } => sessions::create(client, out, &name, &harness, &model).await,
-        Command::List { page_size } => sessions::list(client, out, page_size).await,
+        Command::List { page_size, filter } => {
+            sessions::list(client, out, page_size, &filter).await
+        }
         Command::Get { session } => sessions::get(client, out, &session).await,
         Command::Exec {
             text,
@@ -100,14 +104,19 @@ async fn command(
             };
             sessions::exec(client, out, options, &reattach).await
         }
-        Command::Watch { session, from } => {
-            watch::watch(client, out, &reattach, &session, from).await
-        }
+        Command::Watch {
+            session,
+            from,
+            until_end,
+        } => watch::watch(client, out, &reattach, &session, from, until_end).await,
         Command::Delete { session } => sessions::delete(client, out, &session).await,
         Command::Replay { session, range } => {
             history::replay(client, out, place, &session, range).await
         }
         Command::Verify { session } => history::verify(client, out, place, &session).await,
+        Command::Export { session, format } => {
+            history::export_from_server(client, out, place, &session, &format).await
+        }
         Command::Fork {
             session,
             at,
@@ -125,8 +134,7 @@ async fn command(
         Command::Approvals { page_size } => approvals::list(client, out, page_size).await,
         Command::Approve(args) => approvals::decide(client, out, args, true).await,
         Command::Deny(args) => approvals::decide(client, out, args, false).await,
-        Command::Export { .. }
-        | Command::Import { .. }
+        Command::Import { .. }
         | Command::Harness { .. }
         | Command::Ui { .. }
         | Command::Completions { .. } => Ok(()),
@@ -138,8 +146,13 @@ async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let error = CliError::from(e);
-            error.report();
+            // Help and version go to stdout: a closed pipe there ends as any other output does.
+            let error = match e.print() {
+                Err(closed) if closed.kind() == std::io::ErrorKind::BrokenPipe => {
+                    CliError::ClosedPipe
+                }
+                _ => CliError::from(e),
+            };
             return ExitCode::from(error);
         }
     };

@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use crate::error::CliError;
 
-/// Lines to stdout; a closed pipe ends the program quietly.
+/// Lines to stdout. Every write goes through [`Out::bytes`], and its I/O error becomes a
+/// [`CliError`] by the one `From`, so a closed pipe ends any command quietly
+/// ([`CliError::ClosedPipe`]).
 pub(crate) struct Out {
     stdout: std::io::StdoutLock<'static>,
     json: bool,
@@ -26,14 +28,21 @@ impl Out {
     }
 
     pub(crate) fn line(&mut self, text: &str) -> Result<(), CliError> {
-        writeln!(self.stdout, "{text}")?;
-        Ok(())
+        self.bytes(text.as_bytes())?;
+        self.bytes(b"\n")
     }
 
-    /// One JSON value on its own line.
+    /// One JSON value on its own line (encoded first, so an encoding error is never mistaken
+    /// for a write error).
     pub(crate) fn value(&mut self, value: &impl Serialize) -> Result<(), CliError> {
-        serde_json::to_writer(&mut self.stdout, value)?;
-        writeln!(self.stdout)?;
+        let mut encoded = serde_json::to_vec(value)?;
+        encoded.push(b'\n');
+        self.bytes(&encoded)
+    }
+
+    /// `bytes` as they are (a completion script, an export).
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> Result<(), CliError> {
+        self.stdout.write_all(bytes)?;
         Ok(())
     }
 
@@ -51,7 +60,7 @@ impl Out {
     }
 
     pub(crate) fn partial(&mut self, text: &str) -> Result<(), CliError> {
-        write!(self.stdout, "{text}")?;
+        self.bytes(text.as_bytes())?;
         self.stdout.flush()?;
         Ok(())
     }

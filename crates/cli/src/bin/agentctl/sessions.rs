@@ -5,10 +5,12 @@ use std::io::Read as _;
 use agentsessions_cli::output::{
     record_json, record_line, session_details, session_json, session_line,
 };
-use agentsessions_client::{Client, ExecEvent, ExecOptions, uid_of};
+use agentsessions_client::{Client, ExecEvent, ExecOptions, SessionFilter, exec_state, uid_of};
+use agentsessions_wire::pb;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::args::ListFilter;
 use crate::error::CliError;
 use crate::lifecycle::transition;
 use crate::out::Out;
@@ -25,18 +27,45 @@ pub(crate) async fn create(
     out.either(&session_json(&session), || uid_of(&session).to_owned())
 }
 
+/// Every session of the project that `filter` keeps (ListSessions filters by project only;
+/// the rest is the console's filter, applied to each page).
 pub(crate) async fn list(
     client: &mut Client,
     out: &mut Out,
     page_size: i32,
+    filter: &ListFilter,
 ) -> Result<(), CliError> {
     if page_size < 0 {
         return Err(CliError::Usage("--page-size must not be negative".into()));
     }
+    let filter = SessionFilter {
+        state: exec_state(&filter.state).map_err(|e| CliError::Usage(format!("--state: {e}")))?,
+        harness: filter.harness.clone(),
+        owner: filter.owner.clone(),
+        text: filter.name.clone(),
+    };
     for session in client.list(page_size).await? {
-        out.either(&session_json(&session), || session_line(&session))?;
+        if filter.keeps(&session) {
+            out.either(&session_json(&session), || session_line(&session))?;
+        }
     }
     Ok(())
+}
+
+/// [`CliError::Parked`] when `session` waits for an approval decision: a turn that parked is
+/// not a turn that completed, and a script tells them apart by the exit code.
+pub(crate) fn parked(session: Option<&pb::Session>) -> Result<(), CliError> {
+    let Some((session, pending)) =
+        session.and_then(|s| s.pending_approval.as_ref().map(|p| (s, p)))
+    else {
+        return Ok(());
+    };
+    Err(CliError::Parked {
+        session: uid_of(session).to_owned(),
+        execution: pending.execution_id.clone(),
+        tool_call: pending.tool_call_id.clone(),
+        request_seq: pending.request_seq,
+    })
 }
 
 pub(crate) async fn get(client: &mut Client, out: &mut Out, uid: &str) -> Result<(), CliError> {
@@ -159,24 +188,7 @@ pub(crate) async fn exec(
         });
     };
     match result {
-        Ok(turn) => {
-            if let Some(pending) = turn
-                .session
-                .as_ref()
-                .and_then(|s| s.pending_approval.as_ref())
-                && !json
-            {
-                out.line(&format!(
-                    "awaiting approval: execution={} tool_call={} request_seq={} \
-                     (agentctl approve|deny --session {})",
-                    pending.execution_id,
-                    pending.tool_call_id,
-                    pending.request_seq,
-                    turn.session_uid()
-                ))?;
-            }
-            Ok(())
-        }
+        Ok(turn) => parked(turn.session.as_ref()),
         Err(failed) => {
             let uid = failed.partial.session_uid();
             if uid.is_empty() {

@@ -3,6 +3,7 @@
 
 use agentsessions_cli::output::{record_json, record_line};
 use agentsessions_client::{Client, ClientError};
+use agentsessions_wire::pb;
 
 use crate::args::Cli;
 use crate::error::CliError;
@@ -67,13 +68,15 @@ fn shell_word(word: &str) -> String {
 }
 
 /// Prints `session`'s records from `from` on, then each one as it commits, until the session
-/// is deleted (exit 0) or the stream is cut (an error that says how to resume).
+/// is deleted (exit 0), with `until_end` until the first record that ends a turn (exit 0), or
+/// until the stream is cut (an error that says how to resume).
 pub(crate) async fn watch(
     client: &mut Client,
     out: &mut Out,
     reattach: &Reattach,
     session: &str,
     from: i64,
+    until_end: bool,
 ) -> Result<(), CliError> {
     if from < 1 {
         return Err(CliError::Usage(format!("--from {from}: seqs start at 1")));
@@ -94,7 +97,12 @@ pub(crate) async fn watch(
             }
         };
         match next {
-            Ok(Some(record)) => out.either(&record_json(&record), || record_line(&record))?,
+            Ok(Some(record)) => {
+                out.either(&record_json(&record), || record_line(&record))?;
+                if until_end && ends_turn(&record) {
+                    return Ok(());
+                }
+            }
             Ok(None) => return Ok(()),
             Err(error @ (ClientError::WatchCut { .. } | ClientError::Status(_)))
                 if detached(&error) =>
@@ -108,6 +116,13 @@ pub(crate) async fn watch(
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Whether `record` is the last of its turn: END (completed or cancelled), or the ERROR a
+/// failed turn ends with (as the execution log groups them).
+fn ends_turn(record: &pb::LogRecord) -> bool {
+    let kind = record.event.as_ref().map(|event| event.kind);
+    kind == Some(pb::EventKind::EventEnd as i32) || kind == Some(pb::EventKind::EventError as i32)
 }
 
 /// Whether `error` ended a stream without deciding anything about the session (the server or
