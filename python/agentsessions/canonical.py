@@ -91,14 +91,26 @@ def canonical_message(message: Message) -> bytes:
     return jcs(message_json(message)).encode()
 
 
+# Event fields stored with an event but outside its hash (docs/extensions.md §1.1).
+_UNHASHED_EVENT_FIELDS = ("redacted",)
+
+
+def event_json(event: common_pb2.Event) -> dict[str, Any]:
+    """The proto3-JSON of an event as the hash covers it: without the unhashed extensions."""
+    hashed = message_json(event)
+    for name in _UNHASHED_EVENT_FIELDS:
+        hashed.pop(name, None)
+    return hashed
+
+
 def canonical_event(event: common_pb2.Event) -> bytes:
     """The canonical bytes of an event alone (no envelope)."""
-    return jcs(message_json(event)).encode()
+    return jcs(event_json(event)).encode()
 
 
 def canonical_record(prev_hash: str, seq: int, event: common_pb2.Event) -> bytes:
     """The canonical bytes the content hash is taken over."""
-    envelope = {"event": message_json(event), "prev_hash": prev_hash, "seq": str(seq)}
+    envelope = {"event": event_json(event), "prev_hash": prev_hash, "seq": str(seq)}
     return jcs(envelope).encode()
 
 

@@ -117,5 +117,12 @@ def test_transport_fields_are_not_hashed() -> None:
     assert verify_records(records).ok
 
 
+def test_the_redaction_list_is_stored_beside_the_content_not_hashed() -> None:
+    """Event.redacted (docs/extensions.md) names what the host redacted; the hash skips it."""
+    records = _chain(["[REDACTED:MODEL_API_KEY]"])
+    records[0].event.redacted.append("MODEL_API_KEY")
+    assert verify_records(records).ok
+
+
 def test_descriptor_types_are_the_contracts() -> None:
     assert pb_harness.HarnessDescriptor.DESCRIPTOR.full_name == "agentsessions.v1.HarnessDescriptor"

@@ -190,6 +190,10 @@ pub struct Event {
     pub body: Option<EventBody>,
     /// Who emitted it (provenance).
     pub actor: IdentityRef,
+    /// The names of the secrets the host took out of its content before journaling it
+    /// ([`crate::redaction`]), sorted; stored with the record, never part of its hash
+    /// (extensions §1).
+    pub redacted: Vec<String>,
 }
 
 impl Event {

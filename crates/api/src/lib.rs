@@ -18,6 +18,9 @@
 //! - [`authz`]: [`Action`], [`AuthorizationRequest`], the [`Authorizer`] trait,
 //!   [`OwnerAuthorizer`] and [`OwnerAllowlistAuthorizer`].
 //! - [`policy`]: [`ModelPolicy`], host-owned model admission.
+//! - [`child_env`]: [`ChildEnv`], the cleared environment a host's child process starts with.
+//! - [`redaction`]: [`Redactor`], known secrets and patterns taken out of records before they
+//!   are journaled.
 //! - [`provider`]: [`ModelProvider`] and [`DeltaSink`], the seam the host calls models through.
 //! - [`error`]: [`ApiError`] (the seed's error values and error trees), [`StatusCode`] and
 //!   [`is_park_unwind`].
@@ -25,12 +28,14 @@
 
 pub mod authz;
 pub mod catalog;
+pub mod child_env;
 pub mod content;
 pub mod error;
 pub mod event;
 pub mod harness;
 pub mod policy;
 pub mod provider;
+pub mod redaction;
 pub mod runtime;
 pub mod session;
 
@@ -39,11 +44,13 @@ mod testutil;
 
 pub use authz::*;
 pub use catalog::*;
+pub use child_env::{ChildEnv, ChildEnvSpec, DEFAULT_ENV_ALLOWLIST};
 pub use content::*;
 pub use error::*;
 pub use event::*;
 pub use harness::*;
 pub use policy::*;
 pub use provider::*;
+pub use redaction::{Redactor, Scrubbed};
 pub use runtime::*;
 pub use session::*;

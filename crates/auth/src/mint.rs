@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentsessions_api::{
-    Action, ApiErrorKind, AuthorizationRequest, Authorizer, CallerIdentity, IdentityRef,
+    Action, ApiErrorKind, AuthorizationRequest, Authorizer, CallerIdentity, IdentityRef, Redactor,
 };
 use jsonwebtoken::jwk::{Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -157,6 +157,8 @@ pub struct TokenIssuer {
     scope: Option<String>,
     audiences: Vec<String>,
     policy: Option<Arc<dyn Authorizer>>,
+    /// Told every token minted, so one echoed back by a harness or a tool is never journaled.
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl std::fmt::Debug for TokenIssuer {
@@ -168,6 +170,7 @@ impl std::fmt::Debug for TokenIssuer {
             .field("scope", &self.scope)
             .field("audiences", &self.audiences)
             .field("policy", &self.policy.is_some())
+            .field("redacts", &self.redactor.is_some())
             .finish()
     }
 }
@@ -183,7 +186,15 @@ impl TokenIssuer {
             scope: None,
             audiences: Vec::new(),
             policy: None,
+            redactor: None,
         }
+    }
+
+    /// Every token minted is remembered by `redactor` (`docs/security.md`, "Redaction").
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
     }
 
     /// Tokens live `secs` seconds.
@@ -301,7 +312,11 @@ impl TokenIssuer {
                 tool_call_id: request.tool_call_id.clone(),
             },
         };
-        self.sign(&claims)
+        let token = self.sign(&claims)?;
+        if let Some(redactor) = &self.redactor {
+            redactor.remember_minted(&token);
+        }
+        Ok(token)
     }
 
     fn sign(&self, claims: &DelegatedClaims) -> Result<String> {

@@ -207,6 +207,31 @@ async fn a_token_for_one_audience_is_refused_by_another() {
     );
 }
 
+// docs/security.md, "Redaction": a token the host minted and a tool echoed back is never
+// journaled, because the issuer tells the host's redactor every token it mints.
+#[tokio::test]
+async fn every_minted_token_is_known_to_the_hosts_redactor() {
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = std::sync::Arc::new(agentsessions_api::Redactor::new());
+    let issuer = settings(dir.path(), "ES256")
+        .issuer(None)
+        .unwrap()
+        .with_redactor(std::sync::Arc::clone(&redactor));
+    let token = issuer.mint(&request(MCP, owned())).await.unwrap();
+    let mut echoed = agentsessions_api::EventBody::Message(
+        agentsessions_api::Message::text_message("tool", format!("Authorization: Bearer {token}")),
+    );
+    let scrubbed = redactor.scrub(&mut echoed);
+    assert_eq!(scrubbed.names, ["delegated-token"]);
+    let agentsessions_api::EventBody::Message(message) = echoed else {
+        panic!("the body changed kind");
+    };
+    assert_eq!(
+        message.text(),
+        "Authorization: Bearer [REDACTED:delegated-token]"
+    );
+}
+
 #[tokio::test]
 async fn audiences_outside_the_configured_list_are_not_minted() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agentsessions_api::{
-    ApiError, Authorizer, CallerIdentity, IdentityRef, StatusCode, TokenMinter,
+    ApiError, Authorizer, CallerIdentity, IdentityRef, Redactor, StatusCode, TokenMinter,
 };
 use agentsessions_auth::{
     AuthError, DelegatedTokens, IdentitySettings, MintBinding, PrincipalSource, SessionPrincipal,
@@ -23,6 +23,8 @@ pub struct DelegatedIdentity {
     pub minting: Arc<dyn TokenMinting>,
     /// Tokens per tool call, for a hub calling tool servers over HTTP.
     pub tokens: Arc<dyn DelegatedTokens>,
+    /// The host's redactor, told every token the issuer mints; the service journals with it.
+    pub redactor: Arc<Redactor>,
 }
 
 impl std::fmt::Debug for DelegatedIdentity {
@@ -42,11 +44,16 @@ pub fn delegated_identity(
     settings: Option<&IdentitySettings>,
     host_policy: Option<Arc<dyn Authorizer>>,
     journal: Arc<dyn Journal>,
+    redactor: Arc<Redactor>,
 ) -> Result<Option<DelegatedIdentity>, AuthError> {
     let Some(settings) = settings else {
         return Ok(None);
     };
-    let issuer = Arc::new(settings.issuer(host_policy)?);
+    let issuer = Arc::new(
+        settings
+            .issuer(host_policy)?
+            .with_redactor(Arc::clone(&redactor)),
+    );
     let principals: Arc<dyn PrincipalSource> = Arc::new(JournalPrincipals { journal });
     Ok(Some(DelegatedIdentity {
         minting: Arc::new(IssuerMinting {
@@ -54,6 +61,7 @@ pub fn delegated_identity(
         }),
         tokens: Arc::new(SessionTokens::new(Arc::clone(&issuer), principals)),
         issuer,
+        redactor,
     }))
 }
 

@@ -46,10 +46,14 @@ pub fn time_text<T: Canonical>(time: Option<&T>) -> Option<String> {
 /// time it was committed when the server stored one; other kinds show their essentials (never
 /// tool arguments).
 pub fn record_line(record: &pb::LogRecord) -> String {
-    match time_text(record.commit_time.as_ref()) {
+    let mut line = match time_text(record.commit_time.as_ref()) {
         Some(time) => format!("{time} {}", record_body_line(record)),
         None => record_body_line(record),
+    };
+    if let Some(event) = record.event.as_ref().filter(|e| !e.redacted.is_empty()) {
+        line.push_str(&format!("  (redacted: {})", event.redacted.join(", ")));
     }
+    line
 }
 
 fn record_body_line(record: &pb::LogRecord) -> String {
@@ -223,6 +227,10 @@ pub struct RecordJson {
     /// When it was committed (RFC 3339 UTC); absent for a record stored without a time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_time: Option<String>,
+    /// The secrets the host took out of the event before journaling it, by name (outside the
+    /// hashed event, as the record stores it; absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
     /// The event as canonical proto3-JSON (`null` if it has none).
     pub event: Box<RawValue>,
 }
@@ -238,6 +246,11 @@ pub fn record_json(record: &pb::LogRecord) -> RecordJson {
         prev_hash: record.prev_hash.clone(),
         hash: record.content_hash.clone(),
         commit_time: time_text(record.commit_time.as_ref()),
+        redacted: record
+            .event
+            .as_ref()
+            .map(|e| e.redacted.clone())
+            .unwrap_or_default(),
         event: raw(event, "null"),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentsessions_api::ModelPolicy;
+use agentsessions_api::{Event, EventBody, EventKind, ModelPolicy, Redactor};
 
 use crate::hooks::{Cancellations, IdSource, RandomIds, TokenMinting, ToolExecutor};
 
@@ -24,6 +24,31 @@ pub struct TurnSettings {
     /// Binds a delegated-token minter to each live execution; `None` (identity not configured)
     /// gives harnesses no minter.
     pub minting: Option<Arc<dyn TokenMinting>>,
+    /// Takes the host's secrets out of every record a turn journals (`docs/security.md`,
+    /// "Redaction"); empty by default.
+    pub redactor: Arc<Redactor>,
+}
+
+impl TurnSettings {
+    /// An event of `kind` as it is journaled: `body` without the secrets the redactor knows,
+    /// and the names it was redacted for (extensions §1).
+    pub(crate) fn journaled(&self, kind: EventKind, body: EventBody) -> Event {
+        self.scrubbed(Event::new(kind, body))
+    }
+
+    /// `event` as it is journaled (see [`TurnSettings::journaled`]).
+    pub(crate) fn scrubbed(&self, mut event: Event) -> Event {
+        if let Some(body) = event.body.as_mut() {
+            let scrubbed = self.redactor.scrub(body);
+            if !scrubbed.is_empty() {
+                agentsessions_telemetry::metrics().redacted(scrubbed.occurrences);
+                event.redacted.extend(scrubbed.names);
+                event.redacted.sort();
+                event.redacted.dedup();
+            }
+        }
+        event
+    }
 }
 
 impl Default for TurnSettings {
@@ -35,6 +60,7 @@ impl Default for TurnSettings {
             stream_deltas: false,
             policy: None,
             minting: None,
+            redactor: Arc::new(Redactor::new()),
         }
     }
 }
@@ -47,6 +73,7 @@ impl std::fmt::Debug for TurnSettings {
             .field("stream_deltas", &self.stream_deltas)
             .field("policy", &self.policy)
             .field("minting", &self.minting.is_some())
+            .field("redacts", &self.redactor.secret_names())
             .finish_non_exhaustive()
     }
 }

@@ -194,21 +194,11 @@ impl Sink {
     /// Appends a record that must be durable before the sink goes on: one an effect or a
     /// park depends on (semantics §3.7). Its sync also makes every deferred record before it
     /// durable, so they are shown to the observer with it.
-    async fn append(
-        &self,
-        st: &mut SinkState,
-        kind: EventKind,
-        body: EventBody,
-    ) -> ApiResult<LogRecord> {
+    async fn append(&self, st: &mut SinkState, event: Event) -> ApiResult<LogRecord> {
         let appended = self
             .ctx
             .journal
-            .append(
-                &self.ctx.session,
-                st.head,
-                self.ctx.fence,
-                self.event(kind, body),
-            )
+            .append(&self.ctx.session, st.head, self.ctx.fence, event)
             .await;
         // The deferred appends queued before this one were committed ahead of it. A refusal of
         // one of them explains this one's.
@@ -231,21 +221,11 @@ impl Sink {
     /// Appends a record nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE) without waiting for
     /// its commit: the journal queues it, and the next durable append, which queues behind it,
     /// makes it durable and shows it (see [`Journal::append_queued`]).
-    async fn append_deferred(
-        &self,
-        st: &mut SinkState,
-        kind: EventKind,
-        body: EventBody,
-    ) -> ApiResult<()> {
+    async fn append_deferred(&self, st: &mut SinkState, event: Event) -> ApiResult<()> {
         let queued = self
             .ctx
             .journal
-            .append_queued(
-                &self.ctx.session,
-                st.head,
-                self.ctx.fence,
-                vec![self.event(kind, body)],
-            )
+            .append_queued(&self.ctx.session, st.head, self.ctx.fence, vec![event])
             .await;
         match queued {
             Ok(queued) => {
@@ -257,9 +237,24 @@ impl Sink {
         }
     }
 
-    /// An event of this run's execution.
+    /// An event of this run's execution, as it is journaled: without the host's secrets
+    /// (`docs/security.md`, "Redaction"). What the harness is handed back is read from it, so
+    /// a replay or a resume serves exactly what this run saw.
     fn event(&self, kind: EventKind, body: EventBody) -> Event {
-        Event::new(kind, body).with_execution(self.ctx.journal_execution_id.clone())
+        self.ctx
+            .settings
+            .journaled(kind, body)
+            .with_execution(self.ctx.journal_execution_id.clone())
+    }
+
+    /// A tool result event and the result as journaled.
+    fn result_event(&self, result: ToolResult) -> (Event, ToolResult) {
+        let event = self.event(EventKind::ToolResult, EventBody::Result(result));
+        let journaled = match &event.body {
+            Some(EventBody::Result(result)) => result.clone(),
+            _ => ToolResult::default(),
+        };
+        (event, journaled)
     }
 
     /// Whether the recorded stream has nothing left, so a resume continues live.
@@ -298,8 +293,8 @@ impl Sink {
                 input_hash: model_input_hash(request),
                 id: self.ctx.settings.ids.model_call_id(),
             };
-            self.append(st, EventKind::ModelCall, EventBody::ModelCall(call))
-                .await?;
+            let event = self.event(EventKind::ModelCall, EventBody::ModelCall(call));
+            self.append(st, event).await?;
         }
         let mut provider_request = request.clone();
         provider_request.model = model;
@@ -311,7 +306,7 @@ impl Sink {
             _ => None,
         };
         let trace = spans::ModelCallTrace::start(self.ctx.model.name(), &provider_request);
-        let response = match self
+        let mut response = match self
             .ctx
             .model
             .complete(
@@ -333,12 +328,9 @@ impl Sink {
             }
         };
         st.live_model_calls += 1;
-        self.append_deferred(
-            st,
-            EventKind::Output,
-            EventBody::Message(response.message.clone()),
-        )
-        .await?;
+        let output = self.event(EventKind::Output, EventBody::Message(response.message));
+        response.message = output.message().cloned().unwrap_or_default();
+        self.append_deferred(st, output).await?;
         if let Some(relay) = relay {
             relay.observer.delta(&Delta {
                 execution_id: self.ctx.wire_execution_id.clone(),
@@ -376,27 +368,33 @@ impl Sink {
     }
 
     /// Intent, execution, result: the live controller-mediated path of semantics §2.5.
-    async fn live_tool(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
-        self.append(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
-            .await?;
+    async fn live_tool(
+        &self,
+        st: &mut SinkState,
+        call: ToolCall,
+        intent: Event,
+    ) -> ApiResult<ToolResult> {
+        self.append(st, intent).await?;
         let result = self.execute(&call, None).await?;
-        self.append_deferred(st, EventKind::ToolResult, EventBody::Result(result.clone()))
-            .await?;
+        let (event, result) = self.result_event(result);
+        self.append_deferred(st, event).await?;
         Ok(result)
     }
 
     /// The live approval gate of semantics §5.2: intent, request, park.
-    async fn live_gate(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
-        self.append_deferred(st, EventKind::ToolCall, EventBody::ToolCall(call.clone()))
-            .await?;
+    async fn live_gate(
+        &self,
+        st: &mut SinkState,
+        call: ToolCall,
+        intent: Event,
+    ) -> ApiResult<ToolResult> {
+        self.append_deferred(st, intent).await?;
         let request = ApprovalRequest {
             tool_call_id: call.id.clone(),
             reason: String::new(),
         };
-        let record = match self
-            .append(st, EventKind::ApprovalRequest, EventBody::Approval(request))
-            .await
-        {
+        let request = self.event(EventKind::ApprovalRequest, EventBody::Approval(request));
+        let record = match self.append(st, request).await {
             Ok(record) => record,
             Err(e) => {
                 // The request never became durable: stop without ERROR or END so the intent
@@ -470,17 +468,18 @@ impl Sink {
         receipt.approval_request_seq = gate.request_seq;
         receipt.approval_decision_seq = gate.decision_seq;
         receipt.approval = None;
-        self.append_deferred(
-            st,
-            EventKind::ToolResult,
-            EventBody::Result(receipt.clone()),
-        )
-        .await?;
+        let (event, mut receipt) = self.result_event(receipt);
+        self.append_deferred(st, event).await?;
         receipt.approval = Some(decision);
         Ok(receipt)
     }
 
-    async fn gated_tool_call(&self, st: &mut SinkState, call: ToolCall) -> ApiResult<ToolResult> {
+    async fn gated_tool_call(
+        &self,
+        st: &mut SinkState,
+        call: ToolCall,
+        intent: Event,
+    ) -> ApiResult<ToolResult> {
         if self.ctx.descriptor.capabilities.resumability != Resumability::StatelessReplay {
             return Err(Self::reject(st, ControllerError::ApprovalUnavailable));
         }
@@ -513,7 +512,7 @@ impl Sink {
             ));
         }
         if self.goes_live(st) {
-            return self.live_gate(st, call).await;
+            return self.live_gate(st, call, intent).await;
         }
         self.decided_gate(st, call).await
     }
@@ -564,10 +563,11 @@ impl EventSink for Sink {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
         Self::ensure_accepting(st)?;
+        let message = Message::text_message("assistant", text);
+        let output = self.event(EventKind::Output, EventBody::Message(message));
+        let text = output.message().map(Message::text).unwrap_or_default();
         if self.goes_live(st) {
-            let message = Message::text_message("assistant", text.clone());
-            self.append_deferred(st, EventKind::Output, EventBody::Message(message))
-                .await?;
+            self.append_deferred(st, output).await?;
             st.outputs.push(text);
             return Ok(());
         }
@@ -584,8 +584,14 @@ impl EventSink for Sink {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
         Self::ensure_accepting(st)?;
+        // The call as journaled is the call made and the one a replay compares with.
+        let intent = self.event(EventKind::ToolCall, EventBody::ToolCall(call));
+        let call = match &intent.body {
+            Some(EventBody::ToolCall(call)) => call.clone(),
+            _ => ToolCall::default(),
+        };
         if call.mediation == Mediation::RequiresApproval {
-            return self.gated_tool_call(st, call).await;
+            return self.gated_tool_call(st, call, intent).await;
         }
         if st.gated_ids.contains(&call.id) {
             return Err(Self::reject(
@@ -626,7 +632,7 @@ impl EventSink for Sink {
             return Err(Self::diverge(st, error.to_string()));
         }
         if live {
-            return self.live_tool(st, call).await;
+            return self.live_tool(st, call, intent).await;
         }
         match effects::take_tool(&mut st.recorded, &call) {
             effects::ToolStep::Served(result) => Ok(result),
@@ -635,12 +641,8 @@ impl EventSink for Sink {
                 if self.ctx.mode == Mode::Resume && last {
                     // A tool cut (semantics §3.4): re-drive the recorded call once.
                     let result = self.execute(&recorded, None).await?;
-                    self.append_deferred(
-                        st,
-                        EventKind::ToolResult,
-                        EventBody::Result(result.clone()),
-                    )
-                    .await?;
+                    let (event, result) = self.result_event(result);
+                    self.append_deferred(st, event).await?;
                     return Ok(result);
                 }
                 Err(refusal(
@@ -663,8 +665,8 @@ impl EventSink for Sink {
             return Err(Self::reject(st, ControllerError::ApprovalReceiptReport));
         }
         if self.goes_live(st) {
-            self.append_deferred(st, EventKind::ToolResult, EventBody::Result(result))
-                .await?;
+            let event = self.event(EventKind::ToolResult, EventBody::Result(result));
+            self.append_deferred(st, event).await?;
             return Ok(());
         }
         match effects::take_report(&mut st.recorded) {
@@ -678,8 +680,8 @@ impl EventSink for Sink {
         let st = &mut *guard;
         Self::ensure_accepting(st)?;
         if self.goes_live(st) {
-            self.append_deferred(st, EventKind::Usage, EventBody::Usage(usage))
-                .await?;
+            let event = self.event(EventKind::Usage, EventBody::Usage(usage));
+            self.append_deferred(st, event).await?;
             return Ok(());
         }
         if self.ctx.legacy {

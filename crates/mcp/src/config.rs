@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentsessions_api::Mediation;
+use agentsessions_api::{ChildEnv, ChildEnvSpec, Mediation};
 use serde::Deserialize;
 
 use crate::error::McpError;
@@ -28,8 +28,15 @@ pub struct McpServerConfig {
     pub command: String,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Extra environment variables for the child (added to the daemon's own).
+    /// Environment variables set for the child. The child never inherits the daemon's whole
+    /// environment: it starts with a cleared one plus the default allowlist
+    /// ([`agentsessions_api::DEFAULT_ENV_ALLOWLIST`] and the locale variables), the names in
+    /// `env_passthrough`, and this table (`docs/security.md`, "What a child process gets").
     pub env: BTreeMap<String, String>,
+    /// Names of the daemon's environment variables the child gets as they are
+    /// (`env_passthrough = ["GITHUB_TOKEN"]`); a name that says it holds a credential
+    /// (`*KEY*`, `*TOKEN*`, `*SECRET*`, …) is also redacted from the journal.
+    pub env_passthrough: Vec<String>,
     /// Working directory of the child (default: the daemon's).
     pub cwd: Option<PathBuf>,
     /// Streamable-HTTP endpoint (HTTP transport).
@@ -141,10 +148,14 @@ impl McpServerConfig {
             ));
         }
         if matches!(endpoint, Endpoint::Url(_))
-            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+            && (!self.args.is_empty()
+                || !self.env.is_empty()
+                || !self.env_passthrough.is_empty()
+                || self.cwd.is_some())
         {
             return Err(bad(
-                "`args`, `env` and `cwd` apply only to a `command` server".into(),
+                "`args`, `env`, `env_passthrough` and `cwd` apply only to a `command` server"
+                    .into(),
             ));
         }
         if let Some(delegated) = &self.delegated_token {
@@ -183,6 +194,33 @@ impl McpServerConfig {
             .or(self.timeout_secs)
             .unwrap_or(DEFAULT_TOOL_TIMEOUT_SECS);
         Duration::from_secs(secs)
+    }
+
+    /// The environment its child process starts with, drawn from `host` (the daemon's own).
+    pub fn child_env(
+        &self,
+        host: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    ) -> ChildEnv {
+        ChildEnv::resolve(
+            ChildEnvSpec {
+                set: &self.env,
+                passthrough: &self.env_passthrough,
+            },
+            host,
+        )
+    }
+
+    /// The daemon's environment variables whose values this entry hands to its server (its
+    /// `headers_from_env` values and its passthrough credentials): the host redacts them from
+    /// the journal.
+    pub fn secret_variables(&self) -> impl Iterator<Item = &str> {
+        let headers = self.headers_from_env.values().map(String::as_str);
+        let passed = self
+            .env_passthrough
+            .iter()
+            .map(String::as_str)
+            .filter(|name| agentsessions_api::child_env::names_a_credential(name));
+        headers.chain(passed)
     }
 
     /// The name the model sees for this server's `tool`.

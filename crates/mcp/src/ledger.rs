@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use agentsessions_api::Redactor;
 use rmcp::model::CallToolResult;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,9 @@ pub enum Claim {
 pub struct ToolLedger {
     path: String,
     connection: Arc<Mutex<Connection>>,
+    /// Takes the host's secrets out of an outcome before it is stored: a re-drive returns the
+    /// outcome as the journal has it, and the file holds no secret (`docs/security.md`).
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl ToolLedger {
@@ -77,6 +81,7 @@ impl ToolLedger {
         Ok(Self {
             path: path_text,
             connection: Arc::new(Mutex::new(connection)),
+            redactor: None,
         })
     }
 
@@ -125,6 +130,13 @@ impl ToolLedger {
         .await
     }
 
+    /// Stores every outcome without the secrets `redactor` knows.
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
     /// Stores the outcome of a claimed call.
     ///
     /// # Errors
@@ -135,10 +147,14 @@ impl ToolLedger {
         key: &str,
         outcome: &StoredOutcome,
     ) -> Result<()> {
-        let text = serde_json::to_string(outcome).map_err(|e| McpError::Ledger {
+        let mut value = serde_json::to_value(outcome).map_err(|e| McpError::Ledger {
             path: self.path.clone(),
             reason: format!("cannot encode the outcome: {e}"),
         })?;
+        if let Some(redactor) = &self.redactor {
+            redactor.scrub_json(&mut value);
+        }
+        let text = value.to_string();
         let (session_uid, key) = (session_uid.to_owned(), key.to_owned());
         self.run(move |connection| {
             connection.execute(
@@ -184,6 +200,11 @@ impl ToolLedger {
             Ok(Err(e)) => Err(McpError::Ledger {
                 path,
                 reason: e.to_string(),
+            }),
+            // The runtime refuses blocking work once the host is shutting down.
+            Err(e) if e.is_cancelled() => Err(McpError::Ledger {
+                path,
+                reason: "host shutting down; resume to continue".to_owned(),
             }),
             Err(e) => Err(McpError::Ledger {
                 path,

@@ -5,11 +5,13 @@
 //! The process dies with its host: it is started under `setpriv --pdeathsig KILL` where
 //! `setpriv` exists (a SIGKILLed daemon runs no destructor), and is `kill_on_drop` otherwise.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agentsessions_api::{ChildEnv, ChildEnvSpec};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
@@ -163,6 +165,17 @@ impl Launch {
                 .arg("-incoming")
                 .arg(format!("exec:cat {}", shell_quote(file)));
         }
+        // QEMU (and the `cat` an incoming migration runs) start with a cleared environment and
+        // the default allowlist: nothing of the host's secrets can reach the guest through it
+        // (docs/security.md, "What a child process gets").
+        let env = ChildEnv::resolve(
+            ChildEnvSpec {
+                set: &BTreeMap::new(),
+                passthrough: &[],
+            },
+            std::env::vars_os(),
+        );
+        command.env_clear().envs(env.vars());
         command
     }
 }

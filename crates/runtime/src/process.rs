@@ -6,12 +6,15 @@
 //! destructor (SIGKILL), so no harness process outlives its host. The child is also
 //! `kill_on_drop`, so a dropped node (or a create future dropped mid-start) leaves no process.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use agentsessions_api::{ChildEnv, ChildEnvSpec};
 use tokio::process::{Child, ChildStdin, Command};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -39,6 +42,12 @@ pub struct HarnessnodeConfig {
     pub ready_timeout: Duration,
     /// How long a stopping process may take to exit after its stdin closes before it is killed.
     pub stop_grace: Duration,
+    /// Variables set for the process. It never inherits the host's whole environment: it starts
+    /// with a cleared one plus the default allowlist, `env_passthrough` and this table
+    /// (`docs/security.md`, "What a child process gets").
+    pub env: BTreeMap<String, String>,
+    /// Names of the host's variables the process gets as they are.
+    pub env_passthrough: Vec<String>,
 }
 
 impl HarnessnodeConfig {
@@ -52,7 +61,34 @@ impl HarnessnodeConfig {
             socket_dir: None,
             ready_timeout: Duration::from_secs(10),
             stop_grace: Duration::from_secs(5),
+            env: BTreeMap::new(),
+            env_passthrough: Vec::new(),
         }
+    }
+
+    /// Sets `name` to `value` in the process's environment.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(name.into(), value.into());
+        self
+    }
+
+    /// Passes the host's variable `name` through to the process.
+    #[must_use]
+    pub fn env_passthrough(mut self, name: impl Into<String>) -> Self {
+        self.env_passthrough.push(name.into());
+        self
+    }
+
+    /// The environment a process starts with, drawn from `host` (the host's own).
+    pub fn child_env(&self, host: impl IntoIterator<Item = (OsString, OsString)>) -> ChildEnv {
+        ChildEnv::resolve(
+            ChildEnvSpec {
+                set: &self.env,
+                passthrough: &self.env_passthrough,
+            },
+            host,
+        )
     }
 
     /// Uses the executable at `path`.
@@ -174,8 +210,11 @@ impl Node {
         if !config.model.is_empty() {
             command.arg("--model").arg(&config.model);
         }
+        let env = config.child_env(std::env::vars_os());
         command
             .args(&config.args)
+            .env_clear()
+            .envs(env.vars())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -193,7 +232,12 @@ impl Node {
             socket: socket.to_path_buf(),
         };
         node.wait_ready(session, config.ready_timeout).await?;
-        tracing::info!(session_uid = session, pid, "harness process ready");
+        tracing::info!(
+            session_uid = session,
+            pid,
+            env = %env.names(),
+            "harness process ready (environment variables by name)"
+        );
         Ok(node)
     }
 

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use agentsessions_api::{
-    Authorizer, Harness, HarnessDialer, ModelPolicy, ModelProvider, Runtime, RuntimeCapabilities,
+    Authorizer, Harness, HarnessDialer, ModelPolicy, ModelProvider, Redactor, Runtime,
+    RuntimeCapabilities,
 };
 use agentsessions_controller::{TokenMinting, ToolExecutor};
 use agentsessions_journal::Journal;
@@ -32,6 +33,7 @@ pub struct ServerBuilder {
     authorizer: Option<Arc<dyn Authorizer>>,
     link_tls: Option<tonic::transport::ClientTlsConfig>,
     minting: Option<Arc<dyn TokenMinting>>,
+    redactor: Option<Arc<Redactor>>,
     limits: Limits,
 }
 
@@ -63,6 +65,7 @@ impl ServerBuilder {
             authorizer: None,
             link_tls: None,
             minting: None,
+            redactor: None,
             limits: Limits::default(),
         }
     }
@@ -167,6 +170,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Journals every turn's records without the secrets `redactor` knows (`docs/security.md`,
+    /// "Redaction").
+    #[must_use]
+    pub fn redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
     /// The overload limits (default [`Limits::default`]): calls over them are refused with
     /// `RESOURCE_EXHAUSTED`.
     #[must_use]
@@ -201,6 +212,9 @@ impl ServerBuilder {
         }
         if let Some(minting) = self.minting {
             placer = placer.with_token_minting(minting);
+        }
+        if let Some(redactor) = self.redactor {
+            placer = placer.with_redactor(redactor);
         }
         if let Some(policy) = self.model_policy {
             placer = placer.with_policy(policy);

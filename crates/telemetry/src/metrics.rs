@@ -150,6 +150,7 @@ pub struct Metrics {
     tool_duration: Histograms<ToolLabel>,
     tool_errors: Family<ToolError, Counter>,
     approvals_requested: Counter,
+    redactions: Counter,
     approvals_decided: Family<Decision, Counter>,
     approval_decision_duration: Histogram,
     approvals_pending: Gauge,
@@ -202,6 +203,7 @@ impl Metrics {
             tool_duration: Family::new_with_constructor(latency as fn() -> Histogram),
             tool_errors: Family::default(),
             approvals_requested: Counter::default(),
+            redactions: Counter::default(),
             approvals_decided: Family::default(),
             approval_decision_duration: decision_latency(),
             approvals_pending: Gauge::default(),
@@ -280,6 +282,12 @@ impl Metrics {
             "approvals_requested",
             "Approval requests written (a gated tool call parked its turn)",
             metrics.approvals_requested.clone(),
+        );
+        r.register(
+            "redactions",
+            "Secret values (known to the host or matched by a configured pattern) replaced in \
+             records before they were journaled",
+            metrics.redactions.clone(),
         );
         r.register(
             "approvals_decided",
@@ -482,6 +490,11 @@ impl Metrics {
     /// An approval request was written.
     pub fn approval_requested(&self) {
         self.approvals_requested.inc();
+    }
+
+    /// `occurrences` secret values were replaced in a record before it was journaled.
+    pub fn redacted(&self, occurrences: u64) {
+        self.redactions.inc_by(occurrences);
     }
 
     /// An approval was decided `waited` after it was requested.

@@ -243,11 +243,12 @@ fn event_fields_and_body_oneof() {
             ("parked", 20),
             ("mint_request", 21),
             ("actor", 18),
+            ("redacted", 22),
         ]
     );
     for (name, _) in fields(event) {
         let expected = match name {
-            "execution_id" | "ts" | "schema_version" | "kind" | "actor" => None,
+            "execution_id" | "ts" | "schema_version" | "kind" | "actor" | "redacted" => None,
             _ => Some("body"),
         };
         assert_eq!(oneof_of(event, name), expected, "Event.{name}");

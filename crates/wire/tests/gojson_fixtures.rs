@@ -424,6 +424,7 @@ fn rich_events() -> Vec<Event> {
                 issuer: "entra".into(),
                 subject: "sub-1".into(),
             },
+            redacted: Vec::new(),
         })
         .collect()
 }

@@ -88,6 +88,7 @@ fn golden_event() -> pb::Event {
             issuer: "entra".into(),
             subject: "sub-1".into(),
         }),
+        redacted: Vec::new(),
     }
 }
 
@@ -710,6 +711,7 @@ fn every_event() -> Vec<pb::Event> {
                 issuer: "entra".into(),
                 subject: "sub-1".into(),
             }),
+            redacted: Vec::new(),
         })
         .collect()
 }

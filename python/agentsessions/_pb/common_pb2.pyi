@@ -391,7 +391,7 @@ class ExecutionStart(_message.Message):
     def __init__(self, config: _Optional[bytes] = ..., resume_from_seq: _Optional[int] = ..., input_count: _Optional[int] = ..., harness: _Optional[str] = ..., harness_version: _Optional[str] = ..., model: _Optional[str] = ..., compute_instance: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("execution_id", "ts", "schema_version", "kind", "message", "model", "tool", "result", "approval", "approval_result", "usage", "lifecycle", "end", "error", "execution_start", "parked", "mint_request", "actor")
+    __slots__ = ("execution_id", "ts", "schema_version", "kind", "message", "model", "tool", "result", "approval", "approval_result", "usage", "lifecycle", "end", "error", "execution_start", "parked", "mint_request", "actor", "redacted")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -410,6 +410,7 @@ class Event(_message.Message):
     PARKED_FIELD_NUMBER: _ClassVar[int]
     MINT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     ts: _timestamp_pb2.Timestamp
     schema_version: int
@@ -428,7 +429,8 @@ class Event(_message.Message):
     parked: ApprovalRef
     mint_request: MintRequest
     actor: IdentityRef
-    def __init__(self, execution_id: _Optional[str] = ..., ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema_version: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., model: _Optional[_Union[ModelCall, _Mapping]] = ..., tool: _Optional[_Union[ToolCall, _Mapping]] = ..., result: _Optional[_Union[ToolResult, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., approval_result: _Optional[_Union[ApprovalResult, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., end: _Optional[_Union[HarnessEnd, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., execution_start: _Optional[_Union[ExecutionStart, _Mapping]] = ..., parked: _Optional[_Union[ApprovalRef, _Mapping]] = ..., mint_request: _Optional[_Union[MintRequest, _Mapping]] = ..., actor: _Optional[_Union[IdentityRef, _Mapping]] = ...) -> None: ...
+    redacted: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, execution_id: _Optional[str] = ..., ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema_version: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., model: _Optional[_Union[ModelCall, _Mapping]] = ..., tool: _Optional[_Union[ToolCall, _Mapping]] = ..., result: _Optional[_Union[ToolResult, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., approval_result: _Optional[_Union[ApprovalResult, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., end: _Optional[_Union[HarnessEnd, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., execution_start: _Optional[_Union[ExecutionStart, _Mapping]] = ..., parked: _Optional[_Union[ApprovalRef, _Mapping]] = ..., mint_request: _Optional[_Union[MintRequest, _Mapping]] = ..., actor: _Optional[_Union[IdentityRef, _Mapping]] = ..., redacted: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MintRequest(_message.Message):
     __slots__ = ("request_id", "audience")

@@ -29,7 +29,57 @@ fn spec(uid: &str) -> SessionSpec {
 #[tokio::test]
 async fn process_runtime_keeps_the_runtime_contract() {
     let (runtime, _dir) = runtime("echo");
-    conformance::run_all(&runtime, &WireDialer::new(), "local", "echo").await;
+    // A session's process is its own and outlives a turn.
+    conformance::run_all(
+        &runtime,
+        &WireDialer::new(),
+        "local",
+        "echo",
+        ComputeState::Live,
+    )
+    .await;
+    runtime.close().await;
+}
+
+// docs/security.md, "What a child process gets": a harness process starts with a cleared
+// environment plus the allowlist, its passthrough names and its table. This test process has
+// CARGO_* variables of its own; none of them may reach the harness.
+#[tokio::test]
+async fn a_harness_process_gets_a_cleared_environment_and_what_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = HarnessnodeConfig::new("echo")
+        .program(BIN)
+        .socket_dir(dir.path())
+        .env("HARNESS_SETTING", "from-the-table")
+        .env_passthrough("CARGO_PKG_NAME");
+    let runtime = LocalRuntime::processes(config).unwrap();
+    let inc = runtime.create(&spec("env")).await.unwrap();
+    let pid = worker_pid(&inc.worker);
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect();
+    names.sort();
+    assert!(
+        names.contains(&"HARNESS_SETTING=from-the-table".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&format!("CARGO_PKG_NAME={}", env!("CARGO_PKG_NAME"))),
+        "{names:?}"
+    );
+    let allowed = |entry: &String| {
+        let name = entry.split('=').next().unwrap_or_default();
+        agentsessions_api::DEFAULT_ENV_ALLOWLIST.contains(&name)
+            || name.starts_with("LC_")
+            || name == "HARNESS_SETTING"
+            || name == "CARGO_PKG_NAME"
+    };
+    let leaked: Vec<_> = names.iter().filter(|entry| !allowed(entry)).collect();
+    assert!(leaked.is_empty(), "inherited from the host: {leaked:?}");
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
     runtime.close().await;
 }
 

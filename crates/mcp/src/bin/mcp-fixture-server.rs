@@ -4,7 +4,9 @@
 //! `MCP_FIXTURE_COUNT_FILE`, so tests count calls across restarts, then answers after `hold_ms`), `fail` (an error result),
 //! `sleep` (waits `ms`), `crash` (exits the process), `garbage` (writes a line that is not
 //! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
-//! `notifications/tools/list_changed`).
+//! `notifications/tools/list_changed`), `env` (its whole environment, `NAME=value` a line),
+//! `echo_env` (the value of the variable `name`, as a tool that echoes a secret it was given
+//! would).
 //!
 //! With `MCP_FIXTURE_TRACE_FILE` set, the `traceparent` in each `tools/call`'s `_meta` (SEP-414)
 //! is appended to that file, one line per call (empty when the call carried none).
@@ -64,6 +66,12 @@ impl Fixture {
             Tool::new("crash", "Exits the server", schema(&json!({}))),
             Tool::new("garbage", "Writes invalid JSON-RPC", schema(&json!({}))),
             Tool::new("grow", "Adds the tool extra", schema(&json!({}))),
+            Tool::new("env", "Its environment", schema(&json!({}))),
+            Tool::new(
+                "echo_env",
+                "The value of the environment variable name",
+                schema(&json!({"name": {"type": "string"}})),
+            ),
         ];
         if self.grown.load(Ordering::SeqCst) {
             tools.push(Tool::new("extra", "Added at runtime", schema(&json!({}))));
@@ -177,6 +185,34 @@ impl ServerHandler for Fixture {
                 text("grown")
             }
             "extra" if self.grown.load(Ordering::SeqCst) => text("extra"),
+            "env" => {
+                let mut lines: Vec<String> = std::env::vars_os()
+                    .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                    .collect();
+                lines.sort();
+                let mut result = text(lines.join("\n"));
+                let names: Vec<String> = std::env::vars_os()
+                    .map(|(k, _)| k.to_string_lossy().into_owned())
+                    .collect();
+                result.structured_content = Some(json!({"names": names}));
+                result
+            }
+            "echo_env" => {
+                let name = args
+                    .and_then(|a| a.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match std::env::var(name) {
+                    Ok(value) => {
+                        let mut result = text(format!("{name} is {value}"));
+                        result.structured_content = Some(json!({"value": value}));
+                        result
+                    }
+                    Err(_) => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "{name} is not set"
+                    ))]),
+                }
+            }
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other}"),

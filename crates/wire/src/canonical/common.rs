@@ -552,6 +552,7 @@ mod tests {
             ts: Some(prost_types::Timestamp::default()),
             body: Some(body),
             actor: None,
+            redacted: Vec::new(),
         };
         assert_eq!(
             text(&ev(Body::End(pb::HarnessEnd::default()))),

@@ -57,6 +57,7 @@ impl From<Event> for pb::Event {
             kind: pb::EventKind::from(e.kind).into(),
             body: e.body.map(Into::into),
             actor: identity_to_pb(e.actor),
+            redacted: e.redacted,
         }
     }
 }
@@ -85,6 +86,7 @@ impl TryFrom<pb::Event> for Event {
                 .into(),
             body: e.body.map(EventBody::try_from).transpose()?,
             actor: e.actor.map(Into::into).unwrap_or_default(),
+            redacted: e.redacted,
         })
     }
 }
@@ -444,6 +446,7 @@ mod tests {
                 kind,
                 body: Some(body),
                 actor: actor(),
+                redacted: Vec::new(),
             })
             .collect();
         // the body is independent of the kind, and each may be absent
@@ -453,6 +456,13 @@ mod tests {
             ..Event::default()
         });
         events.push(Event::default());
+        events.push(Event {
+            redacted: vec!["MODEL_API_KEY".into(), "pattern-1".into()],
+            ..Event::new(
+                EventKind::Output,
+                EventBody::Message(Message::text_message("assistant", "[REDACTED:MODEL_API_KEY]")),
+            )
+        });
         events.push(Event {
             timestamp: Some(Timestamp {
                 seconds: MIN_TIMESTAMP_SECONDS,
@@ -500,6 +510,7 @@ mod tests {
                     "hello",
                 ))),
                 actor: actor(),
+                redacted: Vec::new(),
             },
             "execution_start_config_cursor_count" => start(
                 "exec-config",
@@ -602,6 +613,12 @@ mod tests {
         let approved = Event::new(EventKind::ToolResult, EventBody::Result(with_approval));
         let hash = |e: &Event| content_hash("", 1, &pb::Event::from(e)).unwrap();
         assert_eq!(hash(&approved), hash(&plain));
+        // extensions §1: the redaction list is stored beside the content, never hashed
+        let marked = Event {
+            redacted: vec!["MODEL_API_KEY".into()],
+            ..plain.clone()
+        };
+        assert_eq!(hash(&marked), hash(&plain));
 
         let call = |n: serde_json::Value| {
             Event::new(

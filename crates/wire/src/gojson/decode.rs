@@ -82,6 +82,7 @@ pub fn decode_event(value: &GoValue, seen: &mut GoShape) -> Result<Event> {
         kind,
         body,
         actor,
+        redacted: Vec::new(),
     })
 }
 
