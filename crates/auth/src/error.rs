@@ -327,7 +327,23 @@ impl AuthError {
             tonic::Code::Unauthenticated => {
                 ApiError::status(StatusCode::Unauthenticated, self.to_string())
             }
-            _ => ApiError::status(StatusCode::Internal, "token minting failed on the host"),
+            // Host faults, sanitized; [`AuthError::code`] gives none of the other codes, and a
+            // new one it gives must be decided here.
+            tonic::Code::Internal
+            | tonic::Code::Ok
+            | tonic::Code::Cancelled
+            | tonic::Code::Unknown
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::NotFound
+            | tonic::Code::AlreadyExists
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Aborted
+            | tonic::Code::OutOfRange
+            | tonic::Code::Unimplemented
+            | tonic::Code::Unavailable
+            | tonic::Code::DataLoss => {
+                ApiError::status(StatusCode::Internal, "token minting failed on the host")
+            }
         }
     }
 }

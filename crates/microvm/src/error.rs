@@ -140,7 +140,15 @@ impl From<MicrovmError> for ApiError {
             }
             MicrovmError::Busy(_) => Self::ComputeBusy,
             MicrovmError::Journal(inner) => inner.clone(),
-            _ => Self::status(err.status_code(), err.to_string()),
+            MicrovmError::Config(_)
+            | MicrovmError::MissingArgument(_)
+            | MicrovmError::UnsafeSessionUid(_)
+            | MicrovmError::ForeignSnapshot(_)
+            | MicrovmError::Spawn { .. }
+            | MicrovmError::NotReady { .. }
+            | MicrovmError::Qmp { .. }
+            | MicrovmError::Store { .. }
+            | MicrovmError::Closed => Self::status(err.status_code(), err.to_string()),
         }
     }
 }
