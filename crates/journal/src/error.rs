@@ -1,5 +1,6 @@
 //! [`JournalError`]: everything a journal operation can report.
 
+use agentsessions_api::StatusCode;
 use agentsessions_wire::WireError;
 
 /// Result alias for journal operations.
@@ -104,6 +105,35 @@ pub enum JournalError {
 }
 
 impl JournalError {
+    /// The journal's rows of semantics §8, decided here once, wherever a journal error surfaces
+    /// (directly, through a turn, or through placement). A commit that may succeed on retry
+    /// (contention, a full disk, or a writer that is shutting down) is `UNAVAILABLE`; a storage
+    /// failure that will not clear by itself (an I/O error, a failed fsync that poisons the
+    /// journal until a restart) is `INTERNAL` (§8 "store/read/decode failures").
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Self::Conflict { .. } | Self::Fenced { .. } => StatusCode::Aborted,
+            Self::SessionNotFound(_) | Self::HarnessNotFound(_) => StatusCode::NotFound,
+            Self::InvalidPageToken(_)
+            | Self::InvalidArgument(_)
+            | Self::InvalidEvent(_)
+            | Self::NotJournalable(_) => StatusCode::InvalidArgument,
+            Self::SessionExists(_) | Self::HarnessExists(_) | Self::HarnessNameReserved(_) => {
+                StatusCode::AlreadyExists
+            }
+            Self::UnsupportedSchema { .. } => StatusCode::FailedPrecondition,
+            Self::Closed => StatusCode::Unavailable,
+            Self::CommitFailed { .. } | Self::Storage(_) if self.is_retryable() => {
+                StatusCode::Unavailable
+            }
+            Self::CommitFailed { .. }
+            | Self::Storage(_)
+            | Self::Undecodable { .. }
+            | Self::Io(_)
+            | Self::ImportMismatch { .. } => StatusCode::Internal,
+        }
+    }
+
     /// Whether retrying after re-reading the head may succeed (CAS conflict, busy database, a
     /// full disk once space is freed).
     pub fn is_retryable(&self) -> bool {
