@@ -6,7 +6,7 @@
 
 use agentsessions_api::{ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
-use agentsessions_controller::error::{journal_kind, journal_status_code};
+use agentsessions_controller::error::journal_kind;
 use agentsessions_journal::JournalError;
 
 /// The placement result type.
@@ -167,8 +167,23 @@ pub enum PlacementError {
     /// The session is pending deletion (extensions §3).
     #[error("session {0:?} is pending deletion; it accepts no further effects")]
     DeletionPending(String),
-    /// Cancel found no running execution.
-    #[error("no execution of session {session:?} is running on this host{detail}")]
+    /// A decision this host would record but could not carry out (docs/extensions.md,
+    /// "Unfinished turns"); nothing was journaled.
+    #[error(
+        "session {session:?}: this host cannot carry out a decision on tool call \
+         {tool_call_id:?}: {missing}; decide it on a host that can, or cancel the turn \
+         (`agentctl cancel`)"
+    )]
+    DecisionNotCarried {
+        /// The session.
+        session: String,
+        /// The gated call.
+        tool_call_id: String,
+        /// What this host lacks.
+        missing: String,
+    },
+    /// Cancel found no unfinished execution: the last turn has ended.
+    #[error("session {session:?} has no unfinished turn to cancel{detail}")]
     NothingToCancel {
         /// The session.
         session: String,
@@ -239,6 +254,7 @@ impl PlacementError {
             | Self::Pinned { .. }
             | Self::ForkNotAtHead { .. }
             | Self::DeletionPending(_)
+            | Self::DecisionNotCarried { .. }
             | Self::NothingToCancel { .. }
             | Self::InstanceMismatch { .. } => StatusCode::FailedPrecondition,
             Self::HarnessUnavailable { .. } => StatusCode::Unavailable,
@@ -255,7 +271,7 @@ impl PlacementError {
             }
             Self::Runtime { source, .. } => source.status_code(),
             Self::Controller(e) => e.status_code(),
-            Self::Journal(e) => journal_status_code(e),
+            Self::Journal(e) => e.status_code(),
         }
     }
 
@@ -275,6 +291,7 @@ impl PlacementError {
             Self::RecordedHarnessNotServed { .. }
             | Self::Pinned { .. }
             | Self::DeletionPending(_)
+            | Self::DecisionNotCarried { .. }
             | Self::NothingToCancel { .. }
             | Self::InstanceMismatch { .. } => "failed_precondition",
             Self::DescribeFailed { .. } | Self::Runtime { .. } => "operation_failed",

@@ -10,7 +10,7 @@
 
 use agentsessions_api::{Action, ApiError, StatusCode};
 use agentsessions_controller::ControllerError;
-use agentsessions_controller::error::{code_kind, journal_kind, journal_status_code};
+use agentsessions_controller::error::{code_kind, journal_kind};
 use agentsessions_harnesswire::HarnessWireError;
 use agentsessions_journal::JournalError;
 use agentsessions_placement::PlacementError;
@@ -284,7 +284,7 @@ impl ServerError {
             // Overload (issue 19): refused at once, never queued without bound.
             Self::Overloaded { .. } | Self::MessageTooLarge { .. } => StatusCode::ResourceExhausted,
             Self::Controller(e) => e.status_code(),
-            Self::Journal(e) => journal_status_code(e),
+            Self::Journal(e) => e.status_code(),
             Self::Placement(e) => e.status_code(),
         }
     }
