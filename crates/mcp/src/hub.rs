@@ -19,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient, ServiceError};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -39,6 +39,8 @@ pub struct McpHub {
     tokens: Option<Arc<dyn DelegatedTokens>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Woken by every slot when its status or tools change ([`McpHub::changed`]).
+    changed: Arc<Notify>,
 }
 
 impl std::fmt::Debug for McpHub {
@@ -78,17 +80,50 @@ impl McpHub {
         options: McpHubOptions,
         tokens: Option<Arc<dyn DelegatedTokens>>,
     ) -> Result<Self> {
+        let count = servers.len();
+        let (ready, mut started) = mpsc::channel(count.max(1));
+        // Should the caller stop waiting (drop this future), the hub is dropped and its
+        // supervisors stop instead of reconnecting for ever with no hub to shut them down.
+        let hub = Self::spawn(servers, ledger, options, tokens, Some(ready))?;
+        for _ in 0..count {
+            if started.recv().await.is_none() {
+                break;
+            }
+        }
+        Ok(hub)
+    }
+
+    /// [`McpHub::start_with_tokens`] without waiting: every server starts connecting in the
+    /// background and reports [`crate::ServerStatus::Starting`] until its first attempt ends;
+    /// its tools are offered once it is up ([`McpHub::changed`] tells when). A host serves at
+    /// once, whatever its MCP servers do. Call it within a tokio runtime.
+    ///
+    /// # Errors
+    /// As [`McpHub::start_with_tokens`]; nothing is started then.
+    pub fn launch_with_tokens(
+        servers: Vec<McpServerConfig>,
+        ledger: ToolLedger,
+        options: McpHubOptions,
+        tokens: Option<Arc<dyn DelegatedTokens>>,
+    ) -> Result<Self> {
+        Self::spawn(servers, ledger, options, tokens, None)
+    }
+
+    fn spawn(
+        servers: Vec<McpServerConfig>,
+        ledger: ToolLedger,
+        options: McpHubOptions,
+        tokens: Option<Arc<dyn DelegatedTokens>>,
+        ready: Option<mpsc::Sender<()>>,
+    ) -> Result<Self> {
         validate_all(&servers, tokens.is_some())?;
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
+        let changed = Arc::new(Notify::new());
         let slots: Vec<Arc<ServerSlot>> = servers
             .into_iter()
-            .map(|config| Arc::new(ServerSlot::new(config)))
+            .map(|config| Arc::new(ServerSlot::new(config, Arc::clone(&changed))))
             .collect();
-        // Should the caller stop waiting (drop this future), the supervisors stop too instead
-        // of reconnecting for ever with no hub to shut them down.
-        let abandoned = shutdown.clone().drop_guard();
-        let (ready, mut started) = mpsc::channel(slots.len().max(1));
         for slot in &slots {
             tracing::info!(component = "mcp", server = %slot.config.name, "starting MCP server");
             tasks.spawn(supervise(
@@ -98,21 +133,21 @@ impl McpHub {
                 ready.clone(),
             ));
         }
-        drop(ready);
-        for _ in 0..slots.len() {
-            if started.recv().await.is_none() {
-                break;
-            }
-        }
         tasks.close();
-        abandoned.disarm();
         Ok(Self {
             servers: slots,
             ledger,
             tokens,
             shutdown,
             tasks,
+            changed,
         })
+    }
+
+    /// Resolves once a server's status or tools changed since the last call resolved (or since
+    /// the hub started). Meant for one waiter, the host's health reporter.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// Every server's health, in configuration order.
@@ -120,7 +155,8 @@ impl McpHub {
         self.servers.iter().map(|slot| slot.health()).collect()
     }
 
-    /// Stops every server (children are killed) and waits for the supervisors to end.
+    /// Stops every server and waits for the supervisors to end: a stdio child gets SIGTERM, and
+    /// SIGKILL if it has not exited 2 s later, so this returns within about 2.5 s.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.tasks.wait().await;

@@ -3,6 +3,7 @@
 //! [`agentsessions_api::ToolCatalog`], and calls to them run through
 //! [`agentsessions_controller::ToolExecutor`] with at-most-once effects (semantics §3.7).
 
+mod child;
 mod config;
 mod delegation;
 mod error;

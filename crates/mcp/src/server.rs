@@ -14,6 +14,7 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt as _};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::child::ChildPid;
 use crate::config::{Endpoint, McpServerConfig};
 use crate::delegation::DelegatingClient;
 use crate::http_client;
@@ -81,6 +82,9 @@ pub(crate) struct ServerSlot {
     /// Asks the supervisor to drop a connection whose transport failed a call (an HTTP
     /// endpoint that went away does not end the session by itself).
     reconnect: Notify,
+    /// Wakes whoever reports health (one waiter; shared by the hub's slots) when the status or
+    /// the tools change.
+    changed: Arc<Notify>,
 }
 
 impl std::fmt::Debug for ServerSlot {
@@ -93,7 +97,7 @@ impl std::fmt::Debug for ServerSlot {
 }
 
 impl ServerSlot {
-    pub(crate) fn new(config: McpServerConfig) -> Self {
+    pub(crate) fn new(config: McpServerConfig, changed: Arc<Notify>) -> Self {
         Self {
             config,
             state: Mutex::new(SlotState {
@@ -103,6 +107,7 @@ impl ServerSlot {
                 failures: 0,
             }),
             reconnect: Notify::new(),
+            changed,
         }
     }
 
@@ -146,10 +151,13 @@ impl ServerSlot {
         state.status = ServerStatus::Up;
         state.peer = Some(peer);
         state.tools = tools;
+        drop(state);
+        self.changed.notify_one();
     }
 
     fn set_tools(&self, tools: Vec<Tool>) {
         self.lock().tools = tools;
+        self.changed.notify_one();
     }
 
     fn set_down(&self, reason: String) {
@@ -158,6 +166,8 @@ impl ServerSlot {
         state.peer = None;
         state.tools.clear();
         state.failures = state.failures.saturating_add(1);
+        drop(state);
+        self.changed.notify_one();
     }
 }
 
@@ -176,13 +186,26 @@ impl ClientHandler for ListWatcher {
 
 type Connection = RunningService<RoleClient, ListWatcher>;
 
-async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Connection, String> {
+async fn connect(
+    config: &McpServerConfig,
+    watcher: ListWatcher,
+    child: &ChildPid,
+) -> Result<Connection, String> {
     match config.validate().map_err(|e| e.to_string())? {
         Endpoint::Command(program) => {
+            // A cleared environment plus what the entry names: the daemon's own holds the model
+            // key and every token the operator exported (docs/security.md).
+            let env = config.child_env(std::env::vars_os());
+            tracing::info!(
+                server = %config.name,
+                env = %env.names(),
+                "starting MCP server (environment variables by name)"
+            );
             let mut command = tokio::process::Command::new(program);
             command
                 .args(&config.args)
-                .envs(&config.env)
+                .env_clear()
+                .envs(env.vars())
                 .kill_on_drop(true);
             if let Some(dir) = &config.cwd {
                 command.current_dir(dir);
@@ -190,6 +213,7 @@ async fn connect(config: &McpServerConfig, watcher: ListWatcher) -> Result<Conne
             let (transport, _stderr) = TokioChildProcess::builder(command)
                 .spawn()
                 .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+            child.started(transport.id());
             watcher
                 .serve(transport)
                 .await
@@ -263,31 +287,47 @@ async fn list(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
     ))
 }
 
-/// Connects, connects again when the connection ends, until `shutdown`. `ready` is sent once,
-/// after the first attempt either succeeds or fails, so startup can wait for discovery.
+/// How long a stopping stdio server has to exit after SIGTERM before it is killed (SIGKILL); an
+/// HTTP server's session gets as long to close.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long a killed server's connection may take to end after that.
+const KILL_WAIT: Duration = Duration::from_millis(500);
+
+/// What one connection attempt ends with: the connection and its first tool list, or why not.
+type Attempt = Result<Result<(Connection, Vec<Tool>), String>, tokio::time::error::Elapsed>;
+
+/// Connects, connects again when the connection ends, until `shutdown`; then stops the child
+/// (SIGTERM, SIGKILL after [`STOP_GRACE`]) within `STOP_GRACE` plus half a second, whether it
+/// was connected or still starting. `ready`, when given, is sent once, after the first attempt
+/// either succeeds or fails, so a caller can wait for discovery.
 pub(crate) async fn supervise(
     slot: Arc<ServerSlot>,
     options: McpHubOptions,
     shutdown: CancellationToken,
-    ready: mpsc::Sender<()>,
+    mut ready: Option<mpsc::Sender<()>>,
 ) {
     let name = slot.config.name.clone();
-    let mut ready = Some(ready);
     let mut backoff = options.initial_backoff;
     loop {
         let (changed, mut list_changed) = mpsc::channel(1);
-        let attempt = tokio::select! {
-            () = shutdown.cancelled() => return,
-            attempt = tokio::time::timeout(options.connect_timeout, async {
-                let connection = connect(&slot.config, ListWatcher { changed }).await?;
-                match list(connection.peer()).await {
-                    Ok(tools) => Ok((connection, tools)),
-                    Err(e) => {
-                        let _closed = connection.cancel().await;
-                        Err(e)
-                    }
+        let child = ChildPid::default();
+        let attempt = tokio::time::timeout(options.connect_timeout, async {
+            let connection = connect(&slot.config, ListWatcher { changed }, &child).await?;
+            match list(connection.peer()).await {
+                Ok(tools) => Ok((connection, tools)),
+                Err(e) => {
+                    let _closed = connection.cancel().await;
+                    Err(e)
                 }
-            }) => attempt.unwrap_or_else(|_| Err(format!(
+            }
+        });
+        tokio::pin!(attempt);
+        let attempt = tokio::select! {
+            () = shutdown.cancelled() => {
+                stop_attempt(&name, attempt.as_mut(), &child).await;
+                return;
+            }
+            attempt = &mut attempt => attempt.unwrap_or_else(|_| Err(format!(
                 "no answer within {}s", options.connect_timeout.as_secs()
             ))),
         };
@@ -306,8 +346,7 @@ pub(crate) async fn supervise(
                 loop {
                     tokio::select! {
                         () = shutdown.cancelled() => {
-                            stop.cancel();
-                            let _ended = ended.await;
+                            stop_connection(&name, stop, ended.as_mut(), &child).await;
                             return;
                         }
                         quit = &mut ended => break match quit {
@@ -315,8 +354,7 @@ pub(crate) async fn supervise(
                             Err(e) => format!("the connection task failed: {e}"),
                         },
                         () = slot.reconnect.notified() => {
-                            stop.cancel();
-                            let _ended = ended.await;
+                            stop_connection(&name, stop, ended.as_mut(), &child).await;
                             break "a call failed in the transport; reconnecting".to_owned();
                         }
                         // Bounded like the first listing: this loop also watches for shutdown.
@@ -349,5 +387,57 @@ pub(crate) async fn supervise(
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = backoff.saturating_mul(2).min(options.max_backoff);
+    }
+}
+
+/// Stops an attempt cut by shutdown. A child that was started gets SIGTERM, and the attempt is
+/// driven on while it exits (its end closes the child's stdout, which ends the handshake), then
+/// SIGKILL once [`STOP_GRACE`] has passed; an attempt that connected meanwhile is stopped as a
+/// connection. Without a child (an HTTP server, or before the spawn) dropping it is the stop.
+async fn stop_attempt<F>(server: &str, mut attempt: std::pin::Pin<&mut F>, child: &ChildPid)
+where
+    F: std::future::Future<Output = Attempt>,
+{
+    if !child.terminate(server) {
+        return;
+    }
+    let finished = match tokio::time::timeout(STOP_GRACE, &mut attempt).await {
+        Ok(finished) => Some(finished),
+        Err(_) => {
+            child.kill(server);
+            tokio::time::timeout(KILL_WAIT, &mut attempt).await.ok()
+        }
+    };
+    if let Some(Ok(Ok((connection, _)))) = finished {
+        let stop = connection.cancellation_token();
+        let ended = connection.waiting();
+        tokio::pin!(ended);
+        stop_connection(server, stop, ended.as_mut(), child).await;
+    }
+}
+
+/// Stops a connection: SIGTERM to its child first (while rmcp, which reaps it, still holds
+/// it), then rmcp closes the session (and the child's stdin); SIGKILL when the connection has
+/// not ended after [`STOP_GRACE`].
+async fn stop_connection<F>(
+    server: &str,
+    stop: rmcp::service::RunningServiceCancellationToken,
+    mut ended: std::pin::Pin<&mut F>,
+    child: &ChildPid,
+) where
+    F: std::future::Future,
+{
+    child.terminate(server);
+    stop.cancel();
+    if tokio::time::timeout(STOP_GRACE, &mut ended).await.is_err() {
+        if child.kill(server) {
+            tracing::warn!(
+                component = "mcp",
+                server,
+                grace_ms = u64::try_from(STOP_GRACE.as_millis()).unwrap_or(u64::MAX),
+                "MCP server did not exit after SIGTERM; killed it"
+            );
+        }
+        let _ended = tokio::time::timeout(KILL_WAIT, &mut ended).await;
     }
 }
