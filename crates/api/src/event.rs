@@ -3,7 +3,7 @@
 use crate::content::{
     ApprovalRef, ApprovalRequest, ApprovalResult, Message, ModelCall, ToolCall, ToolResult, Usage,
 };
-use crate::session::SnapshotRef;
+use crate::session::{IdentityRef, SnapshotRef};
 
 /// A point in time as `google.protobuf.Timestamp` carries it: seconds since the Unix epoch and
 /// nanoseconds within the second (0..1e9).
@@ -41,24 +41,6 @@ impl Timestamp {
             // rem_euclid of 1e9 always fits in i32.
             nanos: i32::try_from(nanos.rem_euclid(1_000_000_000)).unwrap_or(0),
         }
-    }
-}
-
-/// The agent principal bound to an event: provenance, never an authorization credential.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct IdentityRef {
-    /// Principal, e.g. `agent://a`.
-    pub principal: String,
-    /// Issuer, e.g. an OIDC issuer.
-    pub issuer: String,
-    /// Session-scoped subject.
-    pub subject: String,
-}
-
-impl IdentityRef {
-    /// True when every field is empty (the wire then omits it).
-    pub fn is_empty(&self) -> bool {
-        self.principal.is_empty() && self.issuer.is_empty() && self.subject.is_empty()
     }
 }
 

@@ -21,7 +21,8 @@ use async_trait::async_trait;
 
 use crate::content::{Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec, Usage};
 use crate::error::Result;
-use crate::event::{Event, IdentityRef};
+use crate::event::Event;
+use crate::session::IdentityRef;
 use crate::session::RuntimeCapabilities;
 
 /// How a harness survives suspend, resume and fork.

@@ -116,7 +116,7 @@ impl Redactor {
                 name: name.to_owned(),
                 value: value.to_owned(),
             });
-            secrets.sort_by(|a, b| b.value.len().cmp(&a.value.len()));
+            secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
         }
         true
     }

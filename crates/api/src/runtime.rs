@@ -21,7 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::event::IdentityRef;
+use crate::session::IdentityRef;
 use crate::session::{ComputeState, RuntimeCapabilities, SnapshotRef};
 
 /// Where a snapshot keeps captured state.

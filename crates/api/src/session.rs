@@ -2,7 +2,23 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::IdentityRef;
+/// The agent principal bound to an event: provenance, never an authorization credential.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct IdentityRef {
+    /// Principal, e.g. `agent://a`.
+    pub principal: String,
+    /// Issuer, e.g. an OIDC issuer.
+    pub issuer: String,
+    /// Session-scoped subject.
+    pub subject: String,
+}
+
+impl IdentityRef {
+    /// True when every field is empty (the wire then omits it).
+    pub fn is_empty(&self) -> bool {
+        self.principal.is_empty() && self.issuer.is_empty() && self.subject.is_empty()
+    }
+}
 
 /// The execution (turn) axis of a session, derived from the log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

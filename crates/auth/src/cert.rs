@@ -92,7 +92,7 @@ impl ClientCertIdentifier {
         Ok(Self {
             anchors,
             issuers,
-            algorithms: crate::tls::crypto_provider()
+            algorithms: crate::crypto::crypto_provider()
                 .signature_verification_algorithms
                 .all,
         })

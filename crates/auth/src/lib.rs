@@ -26,6 +26,7 @@
 pub mod authenticator;
 pub mod cert;
 pub mod config;
+pub mod crypto;
 pub mod delegated;
 pub mod error;
 pub mod identity;
@@ -39,6 +40,7 @@ pub use authenticator::{
 };
 pub use cert::{ClientCertIdentifier, certificate_subject, render_name};
 pub use config::{AllowEntry, AuthConfig, AuthorizationSettings, Policy};
+pub use crypto::install_crypto_provider;
 pub use delegated::{DelegatedTokens, MintBinding, PrincipalSource, SessionTokens};
 pub use error::{AuthError, Result};
 pub use identity::{IdentitySettings, MAX_TOKEN_LIFETIME_SECS, MintPolicy, OwnerMintPolicy};
@@ -50,4 +52,4 @@ pub use mint::{
     ActorClaim, DEFAULT_TOKEN_LIFETIME_SECS, DelegatedClaims, MINT_METHOD, MintRequest,
     SessionPrincipal, SigningKey, TokenIssuer, TransactionContext,
 };
-pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, install_crypto_provider};
+pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings};
