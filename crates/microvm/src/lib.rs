@@ -22,6 +22,7 @@
 
 pub mod config;
 pub mod error;
+mod launch;
 mod qmp;
 pub mod runtime;
 mod store;

@@ -30,8 +30,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Accelerator, MicrovmConfig};
 use crate::error::{MicrovmError, Result};
+use crate::launch::Launch;
 use crate::store::{Meta, SnapshotName, Store, random_id, remove_files};
-use crate::vm::{Launch, RunState, Vm};
+use crate::vm::{RunState, Vm};
 
 /// The backend name in incarnations.
 pub const NAME: &str = "microvm";

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::{MicrovmError, Result};
-use crate::vm::Launch;
+use crate::launch::Launch;
 
 /// The scheme of this runtime's snapshot refs: `microvm://<session uid>/<snapshot id>`.
 const SCHEME: &str = "microvm://";
