@@ -91,7 +91,7 @@ def canonical_message(message: Message) -> bytes:
     return jcs(message_json(message)).encode()
 
 
-# Event fields stored with an event but outside its hash (docs/extensions.md §1.1).
+# Event fields stored with an event but outside its hash (docs/extensions.md §1.2).
 _UNHASHED_EVENT_FIELDS = ("redacted",)
 
 

@@ -1,5 +1,5 @@
 //! Authorization: [`Action`], [`AuthorizationRequest`], the [`Authorizer`] trait and the two
-//! built-in policies, [`OwnerAuthorizer`] and [`OwnerAllowlistAuthorizer`] (seed v0.3.0,
+//! built-in policies, [`OwnerAuthorizer`] and [`OwnerAllowlistAuthorizer`] (the v0.3.0 API,
 //! extensions §2).
 //!
 //! The built-in policies decide by [`AuthorizationRequest::action`] alone (never by
@@ -62,7 +62,7 @@ pub enum Action {
 }
 
 impl Action {
-    /// Every action, in the seed's order.
+    /// Every action, in the v0.3.0 API's order.
     pub const ALL: [Self; 15] = [
         Self::Read,
         Self::Exec,
@@ -81,7 +81,7 @@ impl Action {
         Self::RegistryRetire,
     ];
 
-    /// The seed's string (`read`, `registry.read` …).
+    /// The v0.3.0 API's string (`read`, `registry.read` …).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Read => "read",
@@ -102,8 +102,8 @@ impl Action {
         }
     }
 
-    /// The action for its exact seed string; `None` for anything else, so an unknown action can
-    /// never reach a policy (or an allowlist).
+    /// The action for its exact v0.3.0 API string; `None` for anything else, so an unknown action
+    /// can never reach a policy (or an allowlist).
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|action| action.as_str() == name)
     }
@@ -399,7 +399,7 @@ mod tests {
 
     const DENIED: Result<()> = Err(ApiError::PermissionDenied);
 
-    // seed: Action constants — exactly these fifteen strings.
+    // v0.3.0 API: Action constants — exactly these fifteen strings.
     #[test]
     fn action_strings_are_the_seed_strings() {
         let names: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
@@ -437,7 +437,7 @@ mod tests {
         }
     }
 
-    // seed: OwnerAuthorizer — ordinary owner actions are allowed to the session's owner.
+    // v0.3.0 API: OwnerAuthorizer — ordinary owner actions are allowed to the session's owner.
     #[test]
     fn owner_may_perform_every_owner_session_action() {
         for action in SESSION_ACTIONS {
@@ -449,7 +449,7 @@ mod tests {
         }
     }
 
-    // seed: ErrPermissionDenied — "the caller does not own the session".
+    // v0.3.0 API: ErrPermissionDenied — "the caller does not own the session".
     #[test]
     fn caller_who_does_not_own_the_session_is_denied() {
         for action in SESSION_ACTIONS {
@@ -461,7 +461,7 @@ mod tests {
         }
     }
 
-    // seed: CallerIdentity.Valid — no trimming, case folding or issuer-prefix mapping.
+    // v0.3.0 API: CallerIdentity.Valid — no trimming, case folding or issuer-prefix mapping.
     #[test]
     fn ownership_compares_issuer_and_subject_exactly() {
         for owner in [
@@ -478,14 +478,15 @@ mod tests {
         }
     }
 
-    // seed: AuthorizationRequest — OwnerAuthorizer denies an empty owner (legacy unbound session).
+    // v0.3.0 API: AuthorizationRequest — OwnerAuthorizer denies an empty owner (legacy unbound
+    // session).
     #[test]
     fn empty_owner_is_denied() {
         let req = on_session(alice(), Action::Read, CallerIdentity::default());
         assert_eq!(OwnerAuthorizer.check(&req), DENIED);
     }
 
-    // seed: ErrPermissionDenied — "either identity is incomplete" (the owner side).
+    // v0.3.0 API: ErrPermissionDenied — "either identity is incomplete" (the owner side).
     #[test]
     fn incomplete_owner_is_denied() {
         for owner in [
@@ -499,8 +500,8 @@ mod tests {
         }
     }
 
-    // seed: ErrPermissionDenied — "either identity is incomplete" (the caller side), even when it
-    // equals the stored owner.
+    // v0.3.0 API: ErrPermissionDenied — "either identity is incomplete" (the caller side), even
+    // when it equals the stored owner.
     #[test]
     fn incomplete_caller_is_denied_even_when_it_equals_the_owner() {
         let half = CallerIdentity::new("", "alice");
@@ -511,7 +512,7 @@ mod tests {
         assert_eq!(OwnerAuthorizer.check(&list_as(half.clone(), half)), DENIED);
     }
 
-    // seed: ErrPermissionDenied — "the session UID is missing".
+    // v0.3.0 API: ErrPermissionDenied — "the session UID is missing".
     #[test]
     fn session_action_without_session_uid_is_denied() {
         for action in SESSION_ACTIONS {
@@ -520,8 +521,8 @@ mod tests {
         }
     }
 
-    // seed: OwnerAuthorizer — approval decisions, audience minting and creation are denied even to
-    // owners.
+    // v0.3.0 API: OwnerAuthorizer — approval decisions, audience minting and creation are denied
+    // even to owners.
     #[test]
     fn create_approve_and_mint_are_denied_even_to_the_owner() {
         for action in [Action::Approve, Action::Mint] {
@@ -535,7 +536,8 @@ mod tests {
         assert_eq!(OwnerAuthorizer.check(&create), DENIED);
     }
 
-    // seed: ErrPermissionDenied — "the action is not an ordinary owner action" (registry actions).
+    // v0.3.0 API: ErrPermissionDenied — "the action is not an ordinary owner action" (registry
+    // actions).
     #[test]
     fn registry_actions_are_not_owner_actions() {
         for action in [
@@ -566,7 +568,7 @@ mod tests {
         );
     }
 
-    // seed: OwnerAllowlistAuthorizer — global actions use an empty session uid.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — global actions use an empty session uid.
     #[test]
     fn listing_that_names_a_session_is_denied() {
         let req = AuthorizationRequest::for_session(alice(), Action::List, "s1", alice(), METHOD);
@@ -575,7 +577,7 @@ mod tests {
         assert_eq!(lister.check(&req), DENIED);
     }
 
-    // seed: Authorizer — the trait method returns the policy's decision.
+    // v0.3.0 API: Authorizer — the trait method returns the policy's decision.
     #[test]
     fn authorize_returns_the_check_decision() {
         let allowed = on_session(alice(), Action::Exec, alice());
@@ -587,7 +589,7 @@ mod tests {
         assert_eq!(block_on(policy.authorize(&denied)), DENIED);
     }
 
-    // seed: OwnerAllowlistAuthorizer — "composes ordinary owner permissions" with allowlists.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — "composes ordinary owner permissions" with allowlists.
     #[test]
     fn allowlist_policy_keeps_owner_permissions() {
         let policy = OwnerAllowlistAuthorizer::new();
@@ -614,7 +616,7 @@ mod tests {
         );
     }
 
-    // seed: OwnerAllowlistAuthorizer — "Allowlists cannot override owner checks".
+    // v0.3.0 API: OwnerAllowlistAuthorizer — "Allowlists cannot override owner checks".
     #[test]
     fn allowlist_entries_never_override_owner_checks() {
         let mut policy = OwnerAllowlistAuthorizer::new();
@@ -635,7 +637,7 @@ mod tests {
         }
     }
 
-    // seed: OwnerAllowlistAuthorizer — exact-caller allowlist for create.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — exact-caller allowlist for create.
     #[test]
     fn create_requires_an_exact_allowlist_entry() {
         let policy = OwnerAllowlistAuthorizer::new().allowing(Action::Create, alice());
@@ -662,8 +664,8 @@ mod tests {
         }
     }
 
-    // seed: OwnerAllowlistAuthorizer — "Global actions use an empty SessionUID and Owner"; a create
-    // never carries a request-supplied owner.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — "Global actions use an empty SessionUID and Owner"; a
+    // create never carries a request-supplied owner.
     #[test]
     fn global_action_with_a_session_or_owner_is_denied() {
         let policy = OwnerAllowlistAuthorizer::new()
@@ -683,8 +685,8 @@ mod tests {
         }
     }
 
-    // seed: OwnerAllowlistAuthorizer — exact-caller allowlist for list: an allowlisted caller may
-    // list every session or any valid owner's, others only their own.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — exact-caller allowlist for list: an allowlisted caller
+    // may list every session or any valid owner's, others only their own.
     #[test]
     fn allowlisted_lister_may_list_beyond_its_own_sessions() {
         let policy = OwnerAllowlistAuthorizer::new().allowing(Action::List, alice());
@@ -705,7 +707,8 @@ mod tests {
         assert_eq!(policy.check(&list_as(bob(), bob())), Ok(()));
     }
 
-    // seed: OwnerAllowlistAuthorizer — exact-caller allowlist for approve, on a named session.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — exact-caller allowlist for approve, on a named
+    // session.
     #[test]
     fn approve_requires_an_allowlist_entry_and_a_session() {
         let policy = OwnerAllowlistAuthorizer::new().allowing(Action::Approve, alice());
@@ -721,8 +724,8 @@ mod tests {
         assert_eq!(policy.check(&no_session), DENIED);
     }
 
-    // seed: OwnerAllowlistAuthorizer — "Approve RPCs check read separately: an approver must also
-    // own the session with this policy".
+    // v0.3.0 API: OwnerAllowlistAuthorizer — "Approve RPCs check read separately: an approver must
+    // also own the session with this policy".
     #[test]
     fn allowlisted_approver_who_does_not_own_the_session_fails_the_read_check() {
         let policy = OwnerAllowlistAuthorizer::new().allowing(Action::Approve, bob());
@@ -736,7 +739,8 @@ mod tests {
         );
     }
 
-    // seed: OwnerAllowlistAuthorizer — allowlists for the registry operator actions, each exact.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — allowlists for the registry operator actions, each
+    // exact.
     #[test]
     fn each_registry_action_needs_its_own_allowlist_entry() {
         let registry = [
@@ -759,7 +763,7 @@ mod tests {
         }
     }
 
-    // seed: OwnerAllowlistAuthorizer — allowlists cannot enable mint.
+    // v0.3.0 API: OwnerAllowlistAuthorizer — allowlists cannot enable mint.
     #[test]
     fn allowlist_never_enables_mint() {
         let policy = OwnerAllowlistAuthorizer::new().allowing(Action::Mint, alice());
@@ -774,7 +778,7 @@ mod tests {
         );
     }
 
-    // seed: ErrPermissionDenied — an incomplete caller is denied, allowlisted or not.
+    // v0.3.0 API: ErrPermissionDenied — an incomplete caller is denied, allowlisted or not.
     #[test]
     fn incomplete_caller_is_denied_even_if_allowlisted() {
         let half = CallerIdentity::new("https://issuer.example", "");

@@ -116,7 +116,7 @@ pub enum Mediation {
 }
 
 impl Mediation {
-    /// The seed's name (`IN_HARNESS_REPORTED` …); empty for unspecified.
+    /// The v0.3.0 API's name (`IN_HARNESS_REPORTED` …); empty for unspecified.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unspecified => "",
@@ -126,7 +126,7 @@ impl Mediation {
         }
     }
 
-    /// Parses a seed name; `None` for an unknown name. Empty is unspecified.
+    /// Parses a v0.3.0 API name; `None` for an unknown name. Empty is unspecified.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "" => Self::Unspecified,

@@ -1,5 +1,6 @@
-//! [`ApiError`]: the errors the SPI traits report, the seed's ten error values among them, and the
-//! tree helpers ([`ApiError::is`], [`is_park_unwind`]) that stand in for Go's `errors.Is`/`As`.
+//! [`ApiError`]: the errors the SPI traits report, the v0.3.0 API's ten error values among them,
+//! and the tree helpers ([`ApiError::is`], [`is_park_unwind`]) that stand in for Go's
+//! `errors.Is`/`As`.
 //!
 //! Errors form a tree: [`ApiError::Wrapped`] adds context to one error (Go's `fmt.Errorf("…: %w")`)
 //! and [`ApiError::Joined`] groups several (Go's `errors.Join`). Every other variant is a *leaf*.
@@ -128,15 +129,15 @@ impl fmt::Display for StatusCode {
 
 /// Why an SPI operation failed.
 ///
-/// The first ten variants are the seed's error values (`ErrApprovalParked` … `ErrSnapshotSuperseded`;
-/// their messages are the seed's). [`ApiError::Status`] and [`ApiError::Cancelled`] let harness,
-/// sink, runtime and policy implementations report other failures; [`ApiError::Wrapped`] and
-/// [`ApiError::Joined`] build error trees. The gRPC code each leaf maps to is decided in
-/// [`ApiError::status_code`] and nowhere else (extensions §5 names the codes for the runtime
-/// errors).
+/// The first ten variants are the v0.3.0 API's error values (`ErrApprovalParked` …
+/// `ErrSnapshotSuperseded`; their messages are the v0.3.0 API's). [`ApiError::Status`] and
+/// [`ApiError::Cancelled`] let harness, sink, runtime and policy implementations report other
+/// failures; [`ApiError::Wrapped`] and [`ApiError::Joined`] build error trees. The gRPC code each
+/// leaf maps to is decided in [`ApiError::status_code`] and nowhere else (extensions §5 names the
+/// codes for the runtime errors).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// A host-requested approval park, distinct from execution failure (the seed's
+    /// A host-requested approval park, distinct from execution failure (the v0.3.0 API's
     /// `ApprovalParkedError`, which unwraps to `ErrApprovalParked`). It carries the request
     /// correlation only: it commits neither a request nor a decision, whose durable state belongs
     /// to the host's journal. A transport uses the carried ref, never the message, for the park
@@ -350,12 +351,12 @@ impl ApiError {
     /// | leaf | code | why |
     /// |---|---|---|
     /// | `ApprovalParked` | OK | a park is not a failure (§8: the Exec/Resume answer is OK) |
-    /// | `CheckpointPending` | UNAVAILABLE | the upload settles on its own (ext. §5) |
-    /// | `ComputeBusy`, `SnapshotSuperseded` | ABORTED | retry (ext. §5) |
-    /// | `InvalidCallerIdentity` | INVALID_ARGUMENT | an incomplete owner or owner filter was passed (seed; §8 "identity not encodable") |
-    /// | `InvalidCheckpoint`, `MemoryStateLost` | FAILED_PRECONDITION | ext. §5 |
-    /// | `InvalidModelPolicy`, `ModelNotAllowed` | FAILED_PRECONDITION | the host's policy, not the caller's argument (ext. §4) |
-    /// | `PermissionDenied` | PERMISSION_DENIED | ext. §2 |
+    /// | `CheckpointPending` | UNAVAILABLE | the upload settles on its own (extensions §5) |
+    /// | `ComputeBusy`, `SnapshotSuperseded` | ABORTED | retry (extensions §5) |
+    /// | `InvalidCallerIdentity` | INVALID_ARGUMENT | an incomplete owner or owner filter was passed (v0.3.0 API; semantics §8 "identity not encodable") |
+    /// | `InvalidCheckpoint`, `MemoryStateLost` | FAILED_PRECONDITION | extensions §5 |
+    /// | `InvalidModelPolicy`, `ModelNotAllowed` | FAILED_PRECONDITION | the host's policy, not the caller's argument (extensions §4) |
+    /// | `PermissionDenied` | PERMISSION_DENIED | extensions §2 |
     /// | `Cancelled` | CANCELLED | |
     /// | `Status` | its code | |
     ///
@@ -457,8 +458,9 @@ impl<'a> Iterator for Leaves<'a> {
 }
 
 /// Whether `err` is a clean park unwind for `r`: every leaf of the tree is an
-/// [`ApiError::ApprovalParked`] for exactly `r`, with no independent failure anywhere (the seed's
-/// `IsParkUnwind`). Wrapping and joining are looked through; a join with no errors is not a park.
+/// [`ApiError::ApprovalParked`] for exactly `r`, with no independent failure anywhere (the v0.3.0
+/// API's `IsParkUnwind`). Wrapping and joining are looked through; a join with no errors is not a
+/// park.
 ///
 /// A matching park alone does not prove that the host has checkpointed compute or durably
 /// recorded a successful pause.
@@ -503,13 +505,13 @@ mod tests {
         }
     }
 
-    // seed: IsParkUnwind — a park for ref is a park unwind.
+    // v0.3.0 API: IsParkUnwind — a park for ref is a park unwind.
     #[test]
     fn plain_park_for_the_ref_is_a_park_unwind() {
         assert!(is_park_unwind(&ApiError::ApprovalParked(park(7)), &park(7)));
     }
 
-    // seed: IsParkUnwind — "wrapped or joined parks for ref".
+    // v0.3.0 API: IsParkUnwind — "wrapped or joined parks for ref".
     #[test]
     fn wrapped_park_is_a_park_unwind() {
         let err = ApiError::ApprovalParked(park(7))
@@ -518,7 +520,7 @@ mod tests {
         assert!(is_park_unwind(&err, &park(7)));
     }
 
-    // seed: IsParkUnwind — only parks for ref, joined, still unwind.
+    // v0.3.0 API: IsParkUnwind — only parks for ref, joined, still unwind.
     #[test]
     fn joined_parks_for_the_same_ref_are_a_park_unwind() {
         let err = ApiError::Joined(vec![
@@ -528,7 +530,7 @@ mod tests {
         assert!(is_park_unwind(&err, &park(7)));
     }
 
-    // seed: IsParkUnwind — "with no independent failure elsewhere in the error tree".
+    // v0.3.0 API: IsParkUnwind — "with no independent failure elsewhere in the error tree".
     #[test]
     fn joined_park_with_an_independent_failure_is_not_a_park_unwind() {
         let err = ApiError::Joined(vec![
@@ -539,7 +541,7 @@ mod tests {
         assert_eq!(err.approval_ref(), Some(&park(7)));
     }
 
-    // seed: IsParkUnwind — the park must be for exactly ref.
+    // v0.3.0 API: IsParkUnwind — the park must be for exactly ref.
     #[test]
     fn park_for_another_ref_is_not_a_park_unwind() {
         let err = ApiError::ApprovalParked(park(7)).wrap("run");
@@ -562,7 +564,7 @@ mod tests {
         assert!(!is_park_unwind(&nested, &park(7)));
     }
 
-    // seed: callers test error values through wrapping (errors.Is), never by string matching.
+    // v0.3.0 API: callers test error values through wrapping (errors.Is), never by string matching.
     #[test]
     fn is_finds_a_leaf_kind_through_wrapping_and_joining() {
         let err = ApiError::Joined(vec![
@@ -647,8 +649,8 @@ mod tests {
         );
     }
 
-    // seed (Go errors.Join): joining no errors yields no error. Unlike Go, one error is returned
-    // as is; classification and is_park_unwind see the same leaves either way.
+    // v0.3.0 API (Go errors.Join): joining no errors yields no error. Unlike Go, one error is
+    // returned as is; classification and is_park_unwind see the same leaves either way.
     #[test]
     fn join_of_none_is_none_and_of_one_is_that_error() {
         assert_eq!(ApiError::join([]), None);
@@ -665,7 +667,8 @@ mod tests {
         );
     }
 
-    // STYLE rule 4: messages are lowercase, with no trailing period; seed texts are kept.
+    // STYLE rule 4: messages are lowercase, with no trailing period; the v0.3.0 API's texts are
+    // kept.
     #[test]
     fn messages_are_lowercase_without_trailing_period() {
         let all = [

@@ -97,7 +97,7 @@ impl EventKind {
         Self::Parked,
     ];
 
-    /// The seed's name (`INPUT`, `MODEL_CALL` …); empty for unspecified.
+    /// The v0.3.0 API's name (`INPUT`, `MODEL_CALL` …); empty for unspecified.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unspecified => "",
@@ -117,7 +117,7 @@ impl EventKind {
         }
     }
 
-    /// The kind for a seed name. An unknown name maps to [`EventKind::Unspecified`], as the
+    /// The kind for a v0.3.0 API name. An unknown name maps to [`EventKind::Unspecified`], as the
     /// reference converter does.
     pub fn from_name(name: &str) -> Self {
         Self::ALL
@@ -241,7 +241,7 @@ pub enum LifecycleKind {
 }
 
 impl LifecycleKind {
-    /// The seed's name (`SUSPEND` …); empty for unspecified.
+    /// The v0.3.0 API's name (`SUSPEND` …); empty for unspecified.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unspecified => "",
@@ -254,7 +254,7 @@ impl LifecycleKind {
         }
     }
 
-    /// Parses a seed name; `None` when unknown.
+    /// Parses a v0.3.0 API name; `None` when unknown.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "" => Self::Unspecified,
@@ -291,8 +291,8 @@ pub struct HarnessEnd {
     pub error: Option<ErrorInfo>,
 }
 
-/// A gRPC status code and description (the seed's `Error` struct, renamed so it is not mistaken
-/// for a Rust error type).
+/// A gRPC status code and description (the v0.3.0 API's `Error` struct, renamed so it is not
+/// mistaken for a Rust error type).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ErrorInfo {
     /// A gRPC status code.

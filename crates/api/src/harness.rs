@@ -7,10 +7,10 @@
 //! `Harness.Describe`, adapted by the `harnesswire` crate, which hides sequence numbers and the
 //! tool-mediation round-trip.
 //!
-//! Cancellation: the seed passes a `context.Context`; here a cancelled or timed-out execution is a
-//! dropped future. Every await point in [`Harness::run`] and in the [`EventSink`] methods is a place
-//! where the host may drop the work, so implementations must leave nothing half-done that a drop
-//! could corrupt (the journal, not the harness, is the record of what happened).
+//! Cancellation: the v0.3.0 API passes a `context.Context`; here a cancelled or timed-out execution
+//! is a dropped future. Every await point in [`Harness::run`] and in the [`EventSink`] methods is a
+//! place where the host may drop the work, so implementations must leave nothing half-done that a
+//! drop could corrupt (the journal, not the harness, is the record of what happened).
 
 use std::fmt;
 use std::future::Future;
@@ -42,7 +42,8 @@ pub enum Resumability {
 }
 
 impl Resumability {
-    /// The seed's name (`STATELESS_REPLAY`, `REQUIRES_MEMORY_SNAPSHOT`); empty for unspecified.
+    /// The v0.3.0 API's name (`STATELESS_REPLAY`, `REQUIRES_MEMORY_SNAPSHOT`); empty for
+    /// unspecified.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unspecified => "",
@@ -51,7 +52,7 @@ impl Resumability {
         }
     }
 
-    /// Parses a seed name; empty is unspecified, an unknown name is `None`.
+    /// Parses a v0.3.0 API name; empty is unspecified, an unknown name is `None`.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "" => Self::Unspecified,
@@ -87,7 +88,7 @@ pub struct Capabilities {
 
 impl Capabilities {
     /// Whether a harness with these capabilities may be placed on a runtime with `runtime`'s
-    /// (the seed's `CanPlace`): false only when the harness requires memory snapshots and the
+    /// (the v0.3.0 API's `CanPlace`): false only when the harness requires memory snapshots and the
     /// runtime cannot take them. Nothing else is gated (semantics §4.1).
     pub fn can_place_on(self, runtime: RuntimeCapabilities) -> bool {
         !self.resumability.requires_memory_snapshot() || runtime.memory_snapshot

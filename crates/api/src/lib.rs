@@ -4,7 +4,7 @@
 //!
 //! This crate does no I/O and knows nothing of protobuf or tokio. Asynchronous trait methods are
 //! plain futures (`async_trait`, so the traits stay usable as `dyn`); cancellation is dropping the
-//! future (the seed's `context.Context`).
+//! future (the v0.3.0 API's `context.Context`).
 //!
 //! Module map:
 //! - [`catalog`]: [`ToolCatalog`] and [`OfferedTool`], the tools a host offers its harnesses.
@@ -22,7 +22,7 @@
 //! - [`redaction`]: [`Redactor`], known secrets and patterns taken out of records before they
 //!   are journaled.
 //! - [`provider`]: [`ModelProvider`] and [`DeltaSink`], the seam the host calls models through.
-//! - [`error`]: [`ApiError`] (the seed's error values and error trees), [`StatusCode`] and
+//! - [`error`]: [`ApiError`] (the v0.3.0 API's error values and error trees), [`StatusCode`] and
 //!   [`is_park_unwind`].
 #![warn(missing_docs)]
 

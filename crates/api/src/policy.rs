@@ -1,4 +1,4 @@
-//! [`ModelPolicy`]: host-owned, opt-in model admission for one harness route (seed v0.3.0,
+//! [`ModelPolicy`]: host-owned, opt-in model admission for one harness route (the v0.3.0 API,
 //! extensions §4).
 
 use crate::error::{ApiError, Result};
@@ -108,14 +108,14 @@ mod tests {
         }
     }
 
-    // seed: ModelPolicy — "Default must be nonempty and present in Allowed".
+    // v0.3.0 API: ModelPolicy — "Default must be nonempty and present in Allowed".
     #[test]
     fn policy_with_an_allowed_default_and_nonempty_ids_is_valid() {
         assert_eq!(policy().validate(), Ok(()));
         assert_eq!(ModelPolicy::new("m", ["m"]).validate(), Ok(()));
     }
 
-    // seed: ErrInvalidModelPolicy — no explicit default.
+    // v0.3.0 API: ErrInvalidModelPolicy — no explicit default.
     #[test]
     fn empty_default_is_invalid() {
         assert_eq!(
@@ -124,7 +124,8 @@ mod tests {
         );
     }
 
-    // seed: ErrInvalidModelPolicy — the default must be allowed (an empty set allows nothing).
+    // v0.3.0 API: ErrInvalidModelPolicy — the default must be allowed (an empty set allows
+    // nothing).
     #[test]
     fn default_outside_the_allowed_set_is_invalid() {
         assert_eq!(
@@ -137,7 +138,7 @@ mod tests {
         );
     }
 
-    // seed: ErrInvalidModelPolicy — "empty Allowed IDs are invalid".
+    // v0.3.0 API: ErrInvalidModelPolicy — "empty Allowed IDs are invalid".
     #[test]
     fn empty_allowed_id_is_invalid() {
         assert_eq!(
@@ -146,19 +147,19 @@ mod tests {
         );
     }
 
-    // seed: Resolve — returns the explicit default when model is empty.
+    // v0.3.0 API: Resolve — returns the explicit default when model is empty.
     #[test]
     fn resolve_of_no_model_is_the_default() {
         assert_eq!(policy().resolve(""), Ok("m-small".to_owned()));
     }
 
-    // seed: Resolve — returns an allowed model as is.
+    // v0.3.0 API: Resolve — returns an allowed model as is.
     #[test]
     fn resolve_of_an_allowed_model_is_that_model() {
         assert_eq!(policy().resolve("m-large"), Ok("m-large".to_owned()));
     }
 
-    // seed: ErrModelNotAllowed — ids are opaque and compared exactly.
+    // v0.3.0 API: ErrModelNotAllowed — ids are opaque and compared exactly.
     #[test]
     fn resolve_refuses_a_model_outside_the_allowed_set() {
         for model in ["m-huge", "M-LARGE", "m-large "] {
@@ -171,7 +172,7 @@ mod tests {
         }
     }
 
-    // seed: Resolve — "validates the policy" before anything else.
+    // v0.3.0 API: Resolve — "validates the policy" before anything else.
     #[test]
     fn resolve_with_an_invalid_policy_fails_even_for_an_allowed_model() {
         let invalid = ModelPolicy::new("", ["m-small"]);
@@ -182,13 +183,13 @@ mod tests {
         assert_eq!(invalid.resolve(""), Err(ApiError::InvalidModelPolicy));
     }
 
-    // seed: ValidateDescriptor — "An empty declaration is valid".
+    // v0.3.0 API: ValidateDescriptor — "An empty declaration is valid".
     #[test]
     fn descriptor_declaring_no_models_is_valid() {
         assert_eq!(policy().validate_descriptor(&declaring(&[])), Ok(()));
     }
 
-    // seed: ValidateDescriptor — "requires every declared model to be allowed".
+    // v0.3.0 API: ValidateDescriptor — "requires every declared model to be allowed".
     #[test]
     fn descriptor_declaring_only_allowed_models_is_valid() {
         assert_eq!(
@@ -197,7 +198,8 @@ mod tests {
         );
     }
 
-    // seed: ErrModelNotAllowed — a declared model outside the allowed set; it never widens it.
+    // v0.3.0 API: ErrModelNotAllowed — a declared model outside the allowed set; it never widens
+    // it.
     #[test]
     fn descriptor_declaring_a_model_outside_the_policy_is_refused() {
         assert_eq!(
@@ -214,8 +216,8 @@ mod tests {
         );
     }
 
-    // extensions §4: a policy is validated before it is applied (the seed's ValidateDescriptor is
-    // silent; this crate checks the policy first, as Resolve does).
+    // extensions §4: a policy is validated before it is applied (the v0.3.0 API's
+    // ValidateDescriptor is silent; this crate checks the policy first, as Resolve does).
     #[test]
     fn descriptor_check_with_an_invalid_policy_fails() {
         let invalid = ModelPolicy::new("m-other", ["m-small"]);

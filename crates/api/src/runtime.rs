@@ -34,7 +34,7 @@ pub enum SnapshotKind {
 }
 
 impl SnapshotKind {
-    /// The seed's name (`LOCAL`, `EXTERNAL`).
+    /// The v0.3.0 API's name (`LOCAL`, `EXTERNAL`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Local => "LOCAL",
@@ -42,7 +42,7 @@ impl SnapshotKind {
         }
     }
 
-    /// Parses a seed name; `None` when unknown.
+    /// Parses a v0.3.0 API name; `None` when unknown.
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "LOCAL" => Some(Self::Local),
@@ -268,7 +268,7 @@ pub trait Runtime: Send + Sync {
     fn capabilities(&self) -> RuntimeCapabilities;
 
     /// This backend as an [`InstanceRestorer`], when it sets [`Incarnation::compute_instance`]
-    /// and implements the extension (the seed's type assertion). The host then calls
+    /// and implements the extension (the v0.3.0 API's type assertion). The host then calls
     /// [`InstanceRestorer::restore_instance`] in place of [`Runtime::restore`]. The default is
     /// `None`.
     fn as_instance_restorer(&self) -> Option<&dyn InstanceRestorer> {
@@ -325,7 +325,7 @@ mod tests {
     use super::*;
     use crate::ApiError;
 
-    // seed: SessionSpec.StartedTurns / RecordedCheckpoint — nil declares none.
+    // v0.3.0 API: SessionSpec.StartedTurns / RecordedCheckpoint — nil declares none.
     #[test]
     fn absent_journal_reads_mean_no_turns_and_no_checkpoint() {
         let spec = SessionSpec::default();

@@ -89,7 +89,7 @@ pub struct AuthorizationSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AllowEntry {
-    /// The actions, by their seed names.
+    /// The actions, by their v0.3.0 API names.
     pub actions: Vec<String>,
     /// The caller's issuer, exactly as authentication produces it.
     pub issuer: String,

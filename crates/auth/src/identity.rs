@@ -204,7 +204,7 @@ impl IdentitySettings {
 }
 
 /// Allows [`Action::Mint`] to a session's verified owner, for that session only, and denies
-/// every other action: a separate mint policy, as the seed asks of hosts that enforce
+/// every other action: a separate mint policy, as the v0.3.0 API asks of hosts that enforce
 /// ownership (the built-in owner policies deny mint even to owners).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OwnerMintPolicy;

@@ -290,8 +290,8 @@ async fn an_allowing_policy_is_asked_for_mint_on_the_session() {
     );
 }
 
-// seed: OwnerAuthorizer and OwnerAllowlistAuthorizer deny mint even to owners: nothing is minted
-// and the refusal is PERMISSION_DENIED.
+// v0.3.0 API: OwnerAuthorizer and OwnerAllowlistAuthorizer deny mint even to owners: nothing is
+// minted and the refusal is PERMISSION_DENIED.
 #[tokio::test]
 async fn a_denying_policy_refuses_the_mint() {
     let dir = tempfile::tempdir().unwrap();

@@ -173,8 +173,8 @@ pub(crate) fn configured_model(
 /// set; `None` when `model_allowed` is empty (no policy, the published behaviour).
 ///
 /// # Errors
-/// [`HostError::Model`] for a policy the seed calls invalid (no default, a default outside the
-/// allowed set, an empty id).
+/// [`HostError::Model`] for a policy the v0.3.0 API calls invalid (no default, a default outside
+/// the allowed set, an empty id).
 pub(crate) fn model_policy(config: &HostConfig) -> Result<Option<ModelPolicy>, HostError> {
     if config.model_allowed.is_empty() {
         return Ok(None);
@@ -358,7 +358,7 @@ mod tests {
     }
 
     // extensions §4: model_allowed makes a policy with model as its default; invalid policies
-    // (the seed's ErrInvalidModelPolicy) stop the host.
+    // (the v0.3.0 API's ErrInvalidModelPolicy) stop the host.
     #[test]
     fn model_allowed_makes_a_validated_policy() {
         assert_eq!(model_policy(&with_model("")).ok(), Some(None));

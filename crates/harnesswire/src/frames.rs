@@ -55,7 +55,7 @@ pub(crate) fn frame_name(frame: Option<&Frame>) -> &'static str {
     }
 }
 
-/// The proto name of an event kind without its `EVENT_` prefix, as the seed spells kinds.
+/// The proto name of an event kind without its `EVENT_` prefix, as the v0.3.0 API spells kinds.
 pub(crate) fn kind_name(kind: pb::EventKind) -> &'static str {
     match kind {
         pb::EventKind::Unspecified => "UNSPECIFIED",

@@ -126,7 +126,7 @@ impl MicrovmError {
 }
 
 /// Memory loss, supersession and busy compute become the SPI's own errors (so the host reports
-/// them as the seed says); the evidence is logged here since those errors carry no text.
+/// them as the v0.3.0 API says); the evidence is logged here since those errors carry no text.
 impl From<MicrovmError> for ApiError {
     fn from(err: MicrovmError) -> Self {
         match &err {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::error::{ModelError, Result};
 
 /// The model a request names: `""` and `"echo"` (the offline stub's name, which a harness may
-/// carry over) mean the configured default (spec §7.4).
+/// carry over) mean the configured default (semantics §7.4).
 pub(crate) fn resolve_model<'a>(requested: &'a str, default: &'a str) -> &'a str {
     match requested {
         "" | "echo" => default,
@@ -130,7 +130,7 @@ mod tests {
 
     use super::*;
 
-    // spec §7.4: "" and "echo" mean the configured default.
+    // semantics §7.4: "" and "echo" mean the configured default.
     #[test]
     fn empty_and_echo_mean_the_default_model() {
         assert_eq!(resolve_model("", "gpt"), "gpt");

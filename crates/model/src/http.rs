@@ -316,7 +316,7 @@ mod tests {
         assert_eq!(retry_after(&headers), None);
     }
 
-    // spec §10.6: the provider's error.message, else the first 200 characters of the body.
+    // semantics §10.6: the provider's error.message, else the first 200 characters of the body.
     #[test]
     fn provider_message_prefers_error_message() {
         assert_eq!(

@@ -1,5 +1,5 @@
 //! Providers that need no network: [`EchoModel`], the daemon's default when no endpoint is
-//! configured (spec §7.4), and [`RandomTextModel`], whose every answer differs, so tests can
+//! configured (semantics §7.4), and [`RandomTextModel`], whose every answer differs, so tests can
 //! prove that replay serves the recorded answer instead of calling the model again.
 
 use std::sync::{Mutex, PoisonError};
@@ -170,7 +170,7 @@ fn pick(state: &mut u64, bound: usize) -> usize {
 mod tests {
     use super::*;
 
-    // spec §7.4: "echo:" + text of the last request message, role assistant.
+    // semantics §7.4: "echo:" + text of the last request message, role assistant.
     #[tokio::test]
     async fn echo_repeats_the_last_message() {
         let request = ModelRequest {

@@ -654,7 +654,7 @@ mod tests {
         serde_json::from_slice(&bytes).unwrap()
     }
 
-    // spec §10.6: trailing `/` trimmed from the base, leading `/` added to the path.
+    // semantics §10.6: trailing `/` trimmed from the base, leading `/` added to the path.
     #[test]
     fn endpoint_joins_base_and_path() {
         let mut config = OpenAiConfig::new("m");
@@ -696,7 +696,7 @@ mod tests {
         ));
     }
 
-    // spec §10.6: empty role → user; text parts concatenated; reasoning dropped by default.
+    // semantics §10.6: empty role → user; text parts concatenated; reasoning dropped by default.
     #[test]
     fn messages_map_roles_text_and_drop_reasoning() {
         let mut assistant = Message::text_message("assistant", "a");
@@ -794,7 +794,7 @@ mod tests {
         );
     }
 
-    // spec §10.6: no choices → error; a body error object is reported as the provider's.
+    // semantics §10.6: no choices → error; a body error object is reported as the provider's.
     #[test]
     fn empty_choices_are_an_error() {
         assert!(matches!(

@@ -152,7 +152,7 @@ mod tests {
         Ok(events)
     }
 
-    // spec §10.6: only data lines count; events may arrive split at any byte.
+    // semantics §10.6: only data lines count; events may arrive split at any byte.
     #[test]
     fn events_survive_arbitrary_splits() {
         let stream = b"event: ping\ndata: {\"a\":1}\n\n: comment\r\ndata: [DONE]\r\n\r\n";
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(decode(&[b"datum: x\n\n"]).unwrap(), Vec::<String>::new());
     }
 
-    // spec §10.6: the line buffer is capped.
+    // semantics §10.6: the line buffer is capped.
     #[test]
     fn overlong_line_is_refused() {
         let long = vec![b'x'; 65];

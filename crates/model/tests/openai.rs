@@ -99,7 +99,7 @@ fn status_of(err: &ApiError) -> (StatusCode, &str) {
     }
 }
 
-// spec §10.6: POST {base}/chat/completions with bearer auth and JSON; `""` and `"echo"` mean the
+// semantics §10.6: POST {base}/chat/completions with bearer auth and JSON; `""` and `"echo"` mean the
 // default model; the answer's text and usage are read.
 #[tokio::test]
 async fn plain_text_completion() {
@@ -155,7 +155,7 @@ async fn plain_text_completion() {
     );
 }
 
-// spec §10.6: another auth header carries the raw key; no key sends no credential; the path may
+// semantics §10.6: another auth header carries the raw key; no key sends no credential; the path may
 // carry a query.
 #[tokio::test]
 async fn auth_header_and_path_are_configurable() {
@@ -194,7 +194,7 @@ async fn auth_header_and_path_are_configurable() {
     assert!(!requests[1].headers.contains_key("api-key"));
 }
 
-// spec §10.6 + semantics §2.7: streaming asks for usage, reports each non-empty content chunk
+// semantics §10.6 + semantics §2.7: streaming asks for usage, reports each non-empty content chunk
 // in order as part 0, and ends with the same message a non-streaming call returns.
 #[tokio::test]
 async fn streaming_matches_non_streaming() {
@@ -448,7 +448,7 @@ async fn reasoning_is_sent_back_only_when_configured() {
     );
 }
 
-// spec §10.6: non-200 → error with the provider's error.message; 401 → UNAUTHENTICATED, sent
+// semantics §10.6: non-200 → error with the provider's error.message; 401 → UNAUTHENTICATED, sent
 // once.
 #[tokio::test]
 async fn unauthorized_carries_the_provider_message() {
@@ -467,7 +467,7 @@ async fn unauthorized_carries_the_provider_message() {
     assert_eq!(server.requests().len(), 1);
 }
 
-// spec §10.6: without a JSON error, the first 200 characters of the body are quoted.
+// semantics §10.6: without a JSON error, the first 200 characters of the body are quoted.
 #[tokio::test]
 async fn non_json_error_quotes_the_body() {
     let server = TestServer::start(vec![Reply::Full {
@@ -745,7 +745,7 @@ async fn dropping_the_future_closes_the_connection() {
     assert_eq!(sink.chunks(), vec![(0, "Hel".to_owned())]);
 }
 
-// spec §10.6: the body read is capped at 32 MiB, whether or not the length is declared.
+// semantics §10.6: the body read is capped at 32 MiB, whether or not the length is declared.
 #[tokio::test]
 async fn oversized_bodies_are_refused() {
     let huge = vec![b' '; (32 << 20) + 1];
@@ -772,7 +772,7 @@ async fn oversized_bodies_are_refused() {
     }
 }
 
-// spec §10.6: the stream's line buffer is capped at 8 MiB.
+// semantics §10.6: the stream's line buffer is capped at 8 MiB.
 #[tokio::test]
 async fn oversized_stream_line_is_refused() {
     let mut line = b"data: ".to_vec();
