@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 17's "tracing on adds <= 5 % to turn p50": runs the gRPC turn bench with tracing off
-# (BENCH_TRACING=logs, the daemon's default) and on (otlp: every span exported over OTLP/HTTP)
-# in alternation, so slow drifts of a shared machine fall on both modes alike, and prints the
-# paired ratio of the one-client p50 (median, mean, and a bootstrap 95 % interval of the median).
+# The tracing budget, "tracing on adds <= 5 % to turn p50": runs the gRPC turn bench with tracing
+# off (BENCH_TRACING=logs, the daemon's default) and on (otlp: every span exported over OTLP/HTTP)
+# in alternation, so slow drifts of a shared machine fall on both modes alike, and prints the paired
+# ratio of the one-client p50 (median, mean, and a bootstrap 95 % interval of the median).
 #
 #   scripts/bench-tracing.sh [rounds]     default 40 rounds (one run of each mode per round)
 #

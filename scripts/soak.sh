@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long reliability runs of issue 19 (RELIABILITY.md): the crash soak on SQLite and on
+# The long reliability runs whose figures RELIABILITY.md reports: the crash soak on SQLite and on
 # Postgres (plain, with pg_terminate_backend of the daemon's connections, and with the
 # PostgreSQL server restarted under the daemon), and the long fuzz run.
 #

@@ -10,7 +10,8 @@
 //! `BENCH_TRACING` picks what observes the service: unset or `off`, no subscriber at all; `logs`,
 //! the daemon's log subscriber (lines to stderr); `otlp`, those logs plus every span exported
 //! over OTLP/HTTP (the daemon's default protocol) to a receiver in this process (on its own
-//! thread) that keeps the requests and counts their spans after the runs (issue 17's "tracing on").
+//! thread) that keeps the requests and counts their spans after the runs ("tracing on" of
+//! BENCHMARKS.md, "Tracing off vs on").
 //!
 //! Run with `cargo bench -p agentsessions-cli --bench grpc`; `BENCH_QUICK=1` for a smoke run.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::cast_precision_loss)]

@@ -1,8 +1,8 @@
-//! The workload of issue 15, "flat cost per turn", through gRPC (a bench binary, not a timed
-//! test): client SDK → Sessions service over loopback TCP → echo harness → offline echo model →
-//! durable SQLite, the service being the daemon's own assembly (`host::build_service`) served in
-//! this process on a runtime like the daemon's, the client on a runtime of its own (as in its
-//! own process). Inputs are 100 characters.
+//! The "flat cost per turn" workload (BENCHMARKS.md, "Flat cost per turn") through gRPC (a bench
+//! binary, not a timed test): client SDK → Sessions service over loopback TCP → echo harness →
+//! offline echo model → durable SQLite, the service being the daemon's own assembly
+//! (`host::build_service`) served in this process on a runtime like the daemon's, the client on a
+//! runtime of its own (as in its own process). Inputs are 100 characters.
 //!
 //! 0. the raw `write + fdatasync` rate of the disk the journal is on, measured in the same run;
 //! 1. one session × 500 turns: p50 / p99, and the first 10 % against the last 10 %;

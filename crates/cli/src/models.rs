@@ -267,8 +267,8 @@ mod tests {
         }
     }
 
-    // issue 13: both providers are selectable; the description names provider and endpoint and
-    // never the key.
+    // Model configuration: both providers are selectable; the description names provider and
+    // endpoint and never the key.
     #[test]
     fn openai_and_anthropic_are_selectable_and_the_key_stays_out() {
         let vars = &[("MODEL_API_KEY", "sk-secret")];
@@ -302,7 +302,7 @@ mod tests {
         assert!(err.to_string().contains("model_base_url"), "{err}");
     }
 
-    // issue 13: the key variable is configurable; when set, only that variable is read.
+    // Model configuration: the key variable is configurable; when set, only that variable is read.
     #[test]
     fn the_key_comes_from_the_named_variable_only() {
         let config = HostConfig {
@@ -315,7 +315,7 @@ mod tests {
         assert!(unset.contains("key not set"), "{unset}");
     }
 
-    // issue 13: settings that cannot work are refused with the setting named.
+    // Model configuration: settings that cannot work are refused with the setting named.
     #[test]
     fn unusable_settings_are_refused() {
         let zero = HostConfig {
@@ -338,7 +338,8 @@ mod tests {
         assert!(configured_model(&ok, &env(&[])).is_ok());
     }
 
-    // issue 13: the model section reads from the daemon's TOML file under the flags' names.
+    // Model configuration: the model section reads from the daemon's TOML file under the flags'
+    // names.
     #[test]
     fn config_files_take_the_model_section() {
         let parsed: HostConfig = toml::from_str(

@@ -251,9 +251,10 @@ fn kinds(out: &str) -> Vec<String> {
         .collect()
 }
 
-// issue 13, items 1–6: the model calls a real MCP tool, the turn parks for a person, the person
-// approves through agentctl, the tool runs once, the model answers; usage and commit times show;
-// replay calls neither the model nor the tool; the chain verifies. A denial never runs the tool.
+// The agent loop end to end: the model calls a real MCP tool, the turn parks for a person, the
+// person approves through agentctl, the tool runs once, the model answers; usage and commit times
+// show; replay calls neither the model nor the tool; the chain verifies. A denial never runs the
+// tool.
 #[test]
 fn a_person_approves_and_denies_mcp_tool_calls() {
     let dir = tempfile::tempdir().unwrap();
@@ -328,8 +329,9 @@ fn a_person_approves_and_denies_mcp_tool_calls() {
     assert_eq!(count(d), 1, "a denied tool never runs");
 }
 
-// issue 13, item 2: SIGKILL the daemon after TOOL_CALL is durable and while the tool runs;
-// restart, resume: the tool ran at most once, the turn completes, replay calls nothing.
+// At-most-once tool effects across a crash: SIGKILL the daemon after TOOL_CALL is durable and while
+// the tool runs; restart, resume: the tool ran at most once, the turn completes, replay calls
+// nothing.
 #[test]
 fn a_host_killed_mid_call_runs_the_tool_at_most_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -379,7 +381,7 @@ fn a_host_killed_mid_call_runs_the_tool_at_most_once() {
     assert!(verified.starts_with("verified"), "{verified}");
 }
 
-// issue 13: an MCP server that crashes or answers garbage gives a clear error to the model, and
+// MCP faults: an MCP server that crashes or answers garbage gives a clear error to the model, and
 // the daemon keeps serving.
 #[test]
 fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
@@ -413,8 +415,9 @@ fn a_broken_mcp_server_gives_a_clear_error_and_the_daemon_keeps_serving() {
     }
 }
 
-// issue 13, item 7: the model from configuration; a provider's 429 reaches the client as
-// RESOURCE_EXHAUSTED and a timeout as DEADLINE_EXCEEDED, each an ERROR record in the journal.
+// Provider failures keep their codes: the model from configuration; a provider's 429 reaches the
+// client as RESOURCE_EXHAUSTED and a timeout as DEADLINE_EXCEEDED, each an ERROR record in the
+// journal.
 #[test]
 fn provider_failures_reach_the_client_with_their_codes() {
     let dir = tempfile::tempdir().unwrap();
@@ -467,7 +470,7 @@ fn health_of(addr: &str, service: &str) -> i32 {
     })
 }
 
-// issue 13: an MCP server that fails to start is reported on grpc.health.v1 (and its tools are
+// MCP health: an MCP server that fails to start is reported on grpc.health.v1 (and its tools are
 // not offered) while the others serve.
 #[test]
 fn mcp_servers_are_reported_on_grpc_health() {
@@ -500,7 +503,7 @@ fn mcp_servers_are_reported_on_grpc_health() {
     assert!(out.contains("END  COMPLETED"), "{out}");
 }
 
-// issue 13: a real third-party MCP server from a package registry through the whole loop.
+// Interoperability: a real third-party MCP server from a package registry through the whole loop.
 #[test]
 fn a_third_party_mcp_server_answers_the_model() {
     if !time_server_or_skip() {

@@ -395,8 +395,9 @@ fn help_has_examples_and_completions_name_the_commands() {
     assert_eq!(bad.status.code(), Some(USAGE));
 }
 
-// issue 13: replay lines start with the commit time, JSON records carry it, and `approvals`
-// lists nothing on a journal with no gated call (text and JSON Lines alike).
+// extensions §7 (commit times, pending approvals): replay lines start with the commit time, JSON
+// records carry it, and `approvals` lists nothing on a journal with no gated call (text and JSON
+// Lines alike).
 #[test]
 fn records_show_commit_times_and_approvals_list_what_waits() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! Wall-clock jumps under the real daemon (issue 19): `agentsessionsd` runs under libfaketime
+//! Wall-clock jumps under the real daemon (order and deadlines never follow the wall clock):
+//! `agentsessionsd` runs under libfaketime
 //! (`LD_PRELOAD`), whose offset the test rewrites in a file the library re-reads on every
 //! reading (`FAKETIME_TIMESTAMP_FILE`, `FAKETIME_NO_CACHE=1`). The clock jumps back an hour and
 //! forward a day between turns and while a turn waits on its model. Turns complete, every chain
@@ -206,7 +207,7 @@ async fn commit_times(client: &mut Client, session: &str) -> Vec<i64> {
         .collect()
 }
 
-// issue 19: wall-clock jumps between and during turns break nothing.
+// Clock jumps: wall-clock jumps between and during turns break nothing.
 #[tokio::test]
 async fn wall_clock_jumps_between_and_during_turns_break_nothing() {
     jumps_break_nothing(&Store::Sqlite).await;
@@ -388,7 +389,7 @@ fn as_bearer(addr: &str, token: &str) -> Client {
         .unwrap()
 }
 
-// issue 19: with `[auth]`, a token's validity is judged on the daemon's clock as it is at each
+// Clock jumps: with `[auth]`, a token's validity is judged on the daemon's clock as it is at each
 // call (libfaketime moves it, the test's clock stays real): a small step back (within the 60 s
 // leeway) does not invalidate a valid token; a day forward makes a token that the real clock
 // still holds valid expired, and it is refused with UNAUTHENTICATED before anything is written;
@@ -478,7 +479,7 @@ async fn token_expiry_is_judged_on_the_daemons_clock_across_jumps() {
     );
 }
 
-// issue 19: with mTLS, a client certificate's validity is judged on the daemon's clock at each
+// Clock jumps: with mTLS, a client certificate's validity is judged on the daemon's clock at each
 // handshake (libfaketime moves it; the client's clock stays real, so the server's certificate
 // stays valid to it). A certificate valid for an hour either side of the real now is admitted,
 // refused a day ahead (expired) and a day behind (not yet valid), and admitted again once the

@@ -1,7 +1,8 @@
-//! Crash soak (issue 19): the real `agentsessionsd` with several concurrent clients running
-//! tool-using turns — the offline directive model asks for the `count` tool of a real MCP
-//! server (`mcp-fixture-server`, which counts its calls in a file) — SIGKILLed at seeded random
-//! moments and restarted on the same journal, the sessions carrying on. After every restart:
+//! Crash soak (nothing acknowledged is lost, no effect runs twice): the real `agentsessionsd` with
+//! several concurrent clients running tool-using turns — the offline directive model asks for the
+//! `count` tool of a real MCP server (`mcp-fixture-server`, which counts its calls in a file) —
+//! SIGKILLed at seeded random moments and restarted on the same journal, the sessions carrying on.
+//! After every restart:
 //!
 //! - no acknowledged record (one a client received on its Exec stream) is lost or changed;
 //! - every session's chain verifies: what was appended since the last check continues the

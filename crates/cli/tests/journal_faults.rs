@@ -1,11 +1,12 @@
-//! Fault injection on the SQLite journal (issue 19), with the real daemon: an `LD_PRELOAD` shim,
-//! built here from C with the system `cc`, makes the journal's writes fail with `ENOSPC` (disk
-//! full) or its `fsync`/`fdatasync` fail with `EIO`, while a control file exists. Under a fault
-//! the turn fails with a clear status; nothing acknowledged before it is lost; every chain
-//! verifies. A full disk is transient (`UNAVAILABLE`): the daemon keeps serving reads and commits
-//! again once space is back. A failed fsync poisons the journal (`INTERNAL`: the page cache can no
-//! longer be trusted to match the disk, so it refuses further writes, and reads, until
-//! restarted); a restart on the same journal recovers, with everything acknowledged intact.
+//! Fault injection on the SQLite journal (a failing disk ends a turn cleanly and loses nothing),
+//! with the real daemon: an `LD_PRELOAD` shim, built here from C with the system `cc`, makes the
+//! journal's writes fail with `ENOSPC` (disk full) or its `fsync`/`fdatasync` fail with `EIO`,
+//! while a control file exists. Under a fault the turn fails with a clear status; nothing
+//! acknowledged before it is lost; every chain verifies. A full disk is transient (`UNAVAILABLE`):
+//! the daemon keeps serving reads and commits again once space is back. A failed fsync poisons the
+//! journal (`INTERNAL`: the page cache can no longer be trusted to match the disk, so it refuses
+//! further writes, and reads, until restarted); a restart on the same journal recovers, with
+//! everything acknowledged intact.
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,

@@ -1,8 +1,8 @@
-//! Load test (issue 19), behind a flag: the real daemon's capacity is measured with a closed
-//! loop of clients, then turns are offered open-loop at twice that rate for minutes, then at
-//! half of it. Checked: the daemon stays up; its memory stays bounded (the overload limits
-//! refuse what it cannot take, with RESOURCE_EXHAUSTED); the p99 latency of admitted turns stays
-//! bounded; and once load drops, nothing is refused and latency is back.
+//! Load test (graceful under twice its capacity), behind a flag: the real daemon's capacity is
+//! measured with a closed loop of clients, then turns are offered open-loop at twice that rate for
+//! minutes, then at half of it. Checked: the daemon stays up; its memory stays bounded (the
+//! overload limits refuse what it cannot take, with RESOURCE_EXHAUSTED); the p99 latency of
+//! admitted turns stays bounded; and once load drops, nothing is refused and latency is back.
 //!
 //! ```text
 //! AGENTSESSIONS_LOAD_SECS=180 cargo test --release -p agentsessions-cli --test load -- --nocapture

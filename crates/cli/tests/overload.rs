@@ -1,7 +1,7 @@
-//! The daemon's overload limits (issue 19), end to end on 127.0.0.1: `[limits]` in the config
-//! file and the flags that win over it; a turn past `max_concurrent_turns` refused with
-//! RESOURCE_EXHAUSTED while the admitted ones run on; a request past `max_message_bytes`
-//! refused with RESOURCE_EXHAUSTED; a limit of 0 refused at startup.
+//! The daemon's overload limits (refused at once, never queued), end to end on 127.0.0.1:
+//! `[limits]` in the config file and the flags that win over it; a turn past `max_concurrent_turns`
+//! refused with RESOURCE_EXHAUSTED while the admitted ones run on; a request past
+//! `max_message_bytes` refused with RESOURCE_EXHAUSTED; a limit of 0 refused at startup.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod common;

@@ -385,7 +385,7 @@ fn turn_is_exported(spans: &[Span]) -> bool {
         && named(spans, EXEC).len() == 1
 }
 
-// issue 17: one trace per RPC — Exec, inside it the turn, inside that both model calls and the
+// Tracing: one trace per RPC — Exec, inside it the turn, inside that both model calls and the
 // tool call, with their GenAI attributes; the provider sees the model call's trace context;
 // content stays off the spans unless enabled.
 #[test]
@@ -526,7 +526,7 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
     }
 }
 
-// issue 17: prompt and completion content go on model spans when enabled (here through the
+// Tracing: prompt and completion content go on model spans when enabled (here through the
 // standard variable), over OTLP/HTTP with protobuf bodies.
 #[test]
 fn content_is_captured_only_when_enabled_over_otlp_http() {
@@ -571,7 +571,7 @@ fn content_is_captured_only_when_enabled_over_otlp_http() {
     );
 }
 
-// issue 17: a remote harness continues the turn's trace — Harness.Connect carries the W3C
+// Trace propagation: a remote harness continues the turn's trace — Harness.Connect carries the W3C
 // trace context of the RPC that runs the turn.
 #[test]
 fn a_remote_harness_receives_the_trace_context() {
@@ -734,8 +734,8 @@ fn mcp_over_http(runtime: &tokio::runtime::Runtime, seen: &SeenByMcp) -> String 
     format!("http://127.0.0.1:{port}/mcp")
 }
 
-// issue 17: an MCP server reached over streamable HTTP continues the turn's trace — the POST
-// carrying the tools/call has the tool-call span's `traceparent` header, the request's `_meta`
+// Trace propagation: an MCP server reached over streamable HTTP continues the turn's trace — the
+// POST carrying the tools/call has the tool-call span's `traceparent` header, the request's `_meta`
 // the same value; discovery, which belongs to no turn, carries none.
 #[test]
 fn an_mcp_server_over_http_receives_the_tool_calls_trace_context() {
@@ -804,7 +804,7 @@ fn duration_nanos(span: &Span) -> u64 {
         .saturating_sub(span.start_time_unix_nano)
 }
 
-// issue 17: a turn resumed after an approval replays the model call made before it parked:
+// Tracing: a turn resumed after an approval replays the model call made before it parked:
 // that call gets a span marked replayed, which sends nothing to the provider and carries no
 // provider latency; the call after the tool is live.
 #[test]
@@ -893,7 +893,7 @@ fn log_lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-// issue 17: logs an operator can use — no colour codes in a file, the effective configuration
+// Logs: logs an operator can use — no colour codes in a file, the effective configuration
 // first with secrets left out, every line inside a turn naming its session uid and execution id,
 // and provider and tool failures at WARN with their kind.
 #[test]
@@ -1002,8 +1002,8 @@ fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> String {
     response.lines().next().unwrap_or_default().to_owned()
 }
 
-// issue 17: W3C trace context is taken from incoming HTTP requests too — a JSON API call with a
-// `traceparent` is a server span of the caller's trace, and the Sessions RPC it makes runs
+// Trace propagation: W3C trace context is taken from incoming HTTP requests too — a JSON API call
+// with a `traceparent` is a server span of the caller's trace, and the Sessions RPC it makes runs
 // inside it.
 #[test]
 fn an_http_api_request_continues_the_callers_trace() {
@@ -1119,7 +1119,7 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
         .sum()
 }
 
-// issue 17: /metrics after known work — two chat turns, each two model calls and one tool call —
+// Metrics: /metrics after known work — two chat turns, each two model calls and one tool call —
 // moves the counters and histogram counts by exactly that work.
 #[test]
 fn metrics_move_by_exactly_the_work_done() {

@@ -1,7 +1,8 @@
-//! Faults under a turn (issue 19), with the real daemon on 127.0.0.1: a model that never
-//! answers (the turn's deadline and Cancel still end the turn, promptly), a model that answers
-//! malformed JSON (the turn fails cleanly), and a harness process that accepts the connection
-//! and then hangs (the deadline bounds the turn). Each time the daemon goes on serving.
+//! Faults under a turn (every turn ends, the daemon serves on), with the real daemon on 127.0.0.1:
+//! a model that never answers (the turn's deadline and Cancel still end the turn, promptly), a
+//! model that answers malformed JSON (the turn fails cleanly), and a harness process that accepts
+//! the connection and then hangs (the deadline bounds the turn). Each time the daemon goes on
+//! serving.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod common;

@@ -559,7 +559,7 @@ mod tests {
                 C::Internal,
                 "operation_failed",
             ),
-            // issue 13: a provider failure the harness returned keeps the provider's code.
+            // Provider errors: a provider failure the harness returned keeps the provider's code.
             (
                 E::ModelFailed(ApiError::status(C::ResourceExhausted, "http 429")),
                 C::ResourceExhausted,
@@ -652,7 +652,7 @@ mod tests {
                 },
                 C::Internal,
             ),
-            // issue 19: a full disk wrote nothing and clears once space is freed; retry later.
+            // Disk faults: a full disk wrote nothing and clears once space is freed; retry later.
             (
                 JournalError::CommitFailed {
                     reason: "database or disk is full".into(),

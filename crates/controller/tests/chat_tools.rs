@@ -1,6 +1,6 @@
-//! The chat harness's tool loop (issue 13) driven by the controller against a scripted provider
-//! that speaks each vendor's wire format over HTTP on 127.0.0.1, with a fixed tool catalog and a
-//! counting tool executor.
+//! The chat harness's tool loop (model → tool calls → results → model) driven by the controller
+//! against a scripted provider that speaks each vendor's wire format over HTTP on 127.0.0.1, with a
+//! fixed tool catalog and a counting tool executor.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod support;
@@ -239,7 +239,7 @@ async fn assert_replays(
     assert_eq!(read(journal).await, before);
 }
 
-// issue 13: one tool call, its result fed back, then a text answer; usage per answer; replay.
+// Tool loop: one tool call, its result fed back, then a text answer; usage per answer; replay.
 #[tokio::test]
 async fn one_tool_call_then_an_answer_and_replay() {
     let server = TestServer::start(vec![
@@ -314,7 +314,7 @@ async fn one_tool_call_then_an_answer_and_replay() {
     .await;
 }
 
-// issue 13: two calls in one (streamed) answer run in order, each with its own id and key; both
+// Tool loop: two calls in one (streamed) answer run in order, each with its own id and key; both
 // results go back in one round.
 #[tokio::test]
 async fn two_calls_in_one_streamed_answer() {
@@ -377,7 +377,7 @@ async fn two_calls_in_one_streamed_answer() {
     .await;
 }
 
-// issue 13: a tool's error result is recorded and given back to the model, which answers.
+// Tool loop: a tool's error result is recorded and given back to the model, which answers.
 #[tokio::test]
 async fn a_tool_error_goes_back_to_the_model() {
     let server = TestServer::start(vec![
@@ -408,7 +408,7 @@ async fn a_tool_error_goes_back_to_the_model() {
     assert_eq!(records.last().unwrap().event.kind, EventKind::End);
 }
 
-// issue 13: a model that keeps asking for tools fails the turn at the step limit, which the
+// Tool loop: a model that keeps asking for tools fails the turn at the step limit, which the
 // ERROR record names.
 #[tokio::test]
 async fn the_step_limit_fails_the_turn_with_an_error_record() {
@@ -432,7 +432,7 @@ async fn the_step_limit_fails_the_turn_with_an_error_record() {
     assert!(info.description.contains("step limit"), "{info:?}");
 }
 
-// issue 13 + semantics §5: a call that requires approval parks the turn (APPROVAL_REQUEST
+// Tool loop, semantics §5: a call that requires approval parks the turn (APPROVAL_REQUEST
 // recorded, no tool run); after the decision the resume runs it and the loop finishes.
 #[tokio::test]
 async fn a_gated_call_parks_then_resumes_after_approval() {
@@ -501,7 +501,7 @@ async fn a_gated_call_parks_then_resumes_after_approval() {
     );
 }
 
-// issue 13: the same loop through the Anthropic dialect: tool_use in, tool_result back.
+// Tool loop: the same loop through the Anthropic dialect: tool_use in, tool_result back.
 #[tokio::test]
 async fn the_loop_speaks_the_anthropic_dialect() {
     let server = TestServer::start(vec![
@@ -556,7 +556,7 @@ async fn the_loop_speaks_the_anthropic_dialect() {
     .await;
 }
 
-// issue 13: a provider's 429 fails the turn as RESOURCE_EXHAUSTED and a provider timeout as
+// Provider errors: a provider's 429 fails the turn as RESOURCE_EXHAUSTED and a provider timeout as
 // DEADLINE_EXCEEDED (not the INTERNAL of other harness failures); the ERROR record carries it.
 #[tokio::test]
 async fn provider_failures_keep_their_codes() {
@@ -663,7 +663,7 @@ fn anthropic_streamed(tool_use: Option<(&str, &str)>, text: &str) -> Reply {
     Reply::sse(&frames)
 }
 
-// issue 13: the Anthropic dialect streamed: tool_use assembled from deltas, run, answered.
+// Tool loop: the Anthropic dialect streamed: tool_use assembled from deltas, run, answered.
 #[tokio::test]
 async fn the_loop_streams_in_the_anthropic_dialect() {
     let server = TestServer::start(vec![

@@ -1,7 +1,8 @@
 //! How many durable waits a turn costs, and that nothing is shown before it is durable
-//! (issue 15 part 3; semantics §3.7): on the SQLite journal an echo turn waits for two WAL syncs
-//! (MODEL_CALL before the provider call, END before the answer), not one per record, and the
-//! observer — the Exec stream — sees each record only once a sync covers it.
+//! (durable waits only where the contract needs them; semantics §3.7): on the SQLite journal an
+//! echo turn waits for two WAL syncs (MODEL_CALL before the provider call, END before the answer),
+//! not one per record, and the observer — the Exec stream — sees each record only once a sync
+//! covers it.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 mod support;
@@ -131,7 +132,7 @@ async fn a_mediated_tool_call_is_durable_before_it_runs() {
     assert_eq!(tool.effects("k1"), 1);
 }
 
-// A deferred append is queued, not waited for (issue 15 part 3): the journal here commits each
+// A deferred append is queued, not waited for (flat cost per turn): the journal here commits each
 // queued OUTPUT at once but answers only when the next durable append arrives, so a turn that
 // waited for the OUTPUT's commit before appending its END would never end.
 #[tokio::test]

@@ -1,6 +1,6 @@
-//! Fuzzing on stable Rust (issue 19): property-based targets, one test file per decoder that
-//! takes outside bytes, in `tests/`. The rule every target checks: an error, never a panic;
-//! bounded memory; and where a value can be written back, an exact round-trip.
+//! Fuzzing on stable Rust (outside bytes never crash the host): property-based targets, one test
+//! file per decoder that takes outside bytes, in `tests/`. The rule every target checks: an error,
+//! never a panic; bounded memory; and where a value can be written back, an exact round-trip.
 //!
 //! Inputs come from two generators: arbitrary bytes or text, and mutations (byte flips,
 //! insertions, deletions, truncations, splices) of the seeds in `corpus/<target>/`, which hold

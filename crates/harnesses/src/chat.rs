@@ -513,7 +513,7 @@ mod tests {
         }
     }
 
-    // issue 13: the catalog is read per model call; each requested call carries its offered
+    // Tool loop: the catalog is read per model call; each requested call carries its offered
     // mediation, a deterministic id and key; a tool not offered gets an error result without
     // reaching the sink; all results go back under the model's ids in one tool message.
     #[tokio::test]
@@ -579,7 +579,7 @@ mod tests {
         assert!(matches!(sink.calls().as_slice(), [Call::Model(_)]));
     }
 
-    // issue 13 + extensions §6: a park raised by the sink reaches the host unchanged.
+    // Tool loop, extensions §6: a park raised by the sink reaches the host unchanged.
     #[tokio::test]
     async fn a_park_propagates_unchanged() {
         let park = agentsessions_api::ApprovalRef {
@@ -597,7 +597,7 @@ mod tests {
         assert_eq!(sink.calls().len(), 3, "nothing after the park");
     }
 
-    // issue 13: the step limit counts model calls; the last answer's calls are not run.
+    // Tool loop: the step limit counts model calls; the last answer's calls are not run.
     #[tokio::test]
     async fn the_step_limit_stops_the_loop() {
         let sink = RecordingSink::answering(vec![
@@ -623,7 +623,7 @@ mod tests {
         assert_eq!((models, tools), (2, 1));
     }
 
-    // issue 13: earlier turns' tool calls are left out of the history (their results are not
+    // Tool loop: earlier turns' tool calls are left out of the history (their results are not
     // messages); a message left empty is dropped.
     #[tokio::test]
     async fn history_keeps_text_but_not_tool_calls() {

@@ -169,7 +169,7 @@ mod tests {
         rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
     }
 
-    // issue 19: a full disk clears once space is freed, so it is retryable; an I/O error is not.
+    // Disk faults: a full disk clears once space is freed, so it is retryable; an I/O error is not.
     #[test]
     fn a_full_disk_is_retryable_and_an_io_error_is_not() {
         for code in [

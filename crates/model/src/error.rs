@@ -282,8 +282,8 @@ mod tests {
         }
     }
 
-    // brief + issue 13: retry only where no completion reached us (unsent, or answered with a
-    // transient status).
+    // A model call is made at most once: retry only where no completion reached us (unsent, or
+    // answered with a transient status).
     #[test]
     fn only_unsent_or_refused_requests_are_retryable() {
         assert!(

@@ -388,7 +388,7 @@ async fn overloaded_is_retried() {
     assert_eq!(server.requests().len(), 2);
 }
 
-// issue 13: a 500 carries no completion: retried with backoff, then INTERNAL.
+// Provider retries: a 500 carries no completion: retried with backoff, then INTERNAL.
 #[tokio::test]
 async fn server_error_is_retried_then_reported() {
     let server = TestServer::start(vec![Reply::json(

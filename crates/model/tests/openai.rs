@@ -549,8 +549,8 @@ async fn unavailable_is_retried_then_reported() {
     assert_eq!(server.requests().len(), 3);
 }
 
-// issue 13: a 5xx answer carries no completion: retried with backoff, and the next answer is
-// the result (one completion reaches the caller).
+// Provider retries: a 5xx answer carries no completion: retried with backoff, and the next
+// answer is the result (one completion reaches the caller).
 #[tokio::test]
 async fn server_error_is_retried_before_any_output() {
     let server = TestServer::start(vec![

@@ -1,4 +1,4 @@
-//! Session states kept between operations (issue 15): each session's decoded log
+//! Session states kept between operations (flat cost per turn): each session's decoded log
 //! ([`LogView`]) and placement's [`Facts`], validated against the journal head at the start of
 //! every operation and extended by the records appended since, so an operation reads the new
 //! records, not the whole log.

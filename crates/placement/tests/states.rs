@@ -4,9 +4,9 @@
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss
 )]
-//! Session states kept between operations (issue 15) never go stale: another host's appends,
-//! a fork, a delete and eviction under a tiny byte budget, on both journals. Each test runs
-//! turns whose opening commit is made at the kept head, so a stale state would be refused with
+//! Session states kept between operations (flat cost per turn) never go stale: another host's
+//! appends, a fork, a delete and eviction under a tiny byte budget, on both journals. Each test
+//! runs turns whose opening commit is made at the kept head, so a stale state would be refused with
 //! a conflict (or hand the harness the wrong history).
 
 mod support;

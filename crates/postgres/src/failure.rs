@@ -150,8 +150,8 @@ pub(crate) fn outcome_unknown(e: &tokio_postgres::Error) -> JournalError {
 mod tests {
     use super::*;
 
-    // issue 19: a server whose disk is full (SQLSTATE 53100) rolled the batch back, so the commit
-    // is retryable (UNAVAILABLE), as SQLite's SQLITE_FULL is; a broken constraint is not.
+    // Disk faults: a server whose disk is full (SQLSTATE 53100) rolled the batch back, so the
+    // commit is retryable (UNAVAILABLE), as SQLite's SQLITE_FULL is; a broken constraint is not.
     #[test]
     fn insufficient_resources_are_transient_and_other_failures_are_not() {
         for code in [

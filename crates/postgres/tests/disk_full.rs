@@ -1,5 +1,5 @@
-//! A real full disk under the Postgres journal (issue 19): the journal's tables live in a
-//! tablespace on an 8 MiB tmpfs, a filler file takes most of it, and appends go on until the
+//! A real full disk under the Postgres journal (retryable, nothing lost): the journal's tables live
+//! in a tablespace on an 8 MiB tmpfs, a filler file takes most of it, and appends go on until the
 //! server cannot extend a table (`53100 disk_full`). The failed append must be refused as a
 //! retryable commit failure with nothing of it written, every acknowledged record must read back
 //! unchanged and verify, reads must go on while the disk is full, and once the filler is removed

@@ -1,7 +1,8 @@
-//! A second host keeps hearing commits after its `LISTEN` connection is killed (issue 19): host
-//! A follows a session that only host B (another journal on the same schema) appends to; the
-//! server terminates A's listening backend (`pg_terminate_backend`), and B's next commit must
-//! still reach A's follower, through a notification on the listener's new connection.
+//! A second host keeps hearing commits after its `LISTEN` connection is killed (Watch across hosts
+//! survives a lost connection): host A follows a session that only host B (another journal on the
+//! same schema) appends to; the server terminates A's listening backend (`pg_terminate_backend`),
+//! and B's next commit must still reach A's follower, through a notification on the listener's new
+//! connection.
 //!
 //! What this proves, and why it cannot pass without notifications: a `HeadFollow`'s head hint
 //! is raised only by `CommitFeed::publish`, which on host A is called by A's own appends (A
@@ -240,8 +241,8 @@ async fn restart_server() {
     }
 }
 
-// The same as above across a whole restart of the server (issue 19): host A's listener loses
-// its connection with every other client, reconnects on its own once the server is back, and
+// The same as above across a whole restart of the server (Watch survives it): host A's listener
+// loses its connection with every other client, reconnects on its own once the server is back, and
 // hears host B's next commit. Host B's own pooled connections are dead too, so its first append
 // after the restart may fail; it is retried until it commits (the CAS makes a retry of a commit
 // that did land show up as a conflict at the head already reached).

@@ -281,7 +281,7 @@ impl ServerError {
             Self::PermissionDenied(_) => StatusCode::PermissionDenied,
             Self::AuthorizationFailed => StatusCode::Internal,
             Self::ShuttingDown => StatusCode::Unavailable,
-            // Overload (issue 19): refused at once, never queued without bound.
+            // Overload: refused at once, never queued without bound, so memory stays bounded.
             Self::Overloaded { .. } | Self::MessageTooLarge { .. } => StatusCode::ResourceExhausted,
             Self::Controller(e) => e.status_code(),
             Self::Journal(e) => e.status_code(),

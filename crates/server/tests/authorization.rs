@@ -1024,8 +1024,8 @@ async fn a_failing_policy_is_sanitized_and_performs_nothing() {
     assert_eq!(served.state().await, before);
 }
 
-// extension (issue 13): ListApprovals shows each caller the requests on the sessions it may
-// list; a decision records the verified caller as its actor, whatever the request claims.
+// extensions §7 (pending approvals): ListApprovals shows each caller the requests on the sessions
+// it may list; a decision records the verified caller as its actor, whatever the request claims.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_approvals_are_listed_by_owner_and_decided_by_the_verified_caller() {
     let served = serve(Arc::new(allowlist_policy())).await;

@@ -1,4 +1,4 @@
-//! Overload limits (issue 19): turns and streams past their limit are refused at once with
+//! Overload limits (bounded admission): turns and streams past their limit are refused at once with
 //! RESOURCE_EXHAUSTED naming the setting, nothing is written for a refused turn, and a freed
 //! place is admitted again. Over gRPC, a request past `max_message_bytes` is RESOURCE_EXHAUSTED
 //! too (tonic alone says OUT_OF_RANGE).

@@ -519,8 +519,8 @@ async fn approval_parks_then_decision_and_recovery_complete_the_turn() {
     );
 }
 
-// issue 15: a session parked at an approval is shown from its tail and the kept state (which
-// reads what was appended since), so showing it again and again never reads its whole log.
+// Flat cost per turn: a session parked at an approval is shown from its tail and the kept state
+// (which reads what was appended since), so showing it again and again never reads its whole log.
 #[tokio::test]
 async fn a_parked_session_is_shown_without_reading_its_whole_log() {
     let mut s = start().await;

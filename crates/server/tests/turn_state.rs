@@ -195,8 +195,8 @@ async fn exec_state_looks_past_lifecycle_records() {
     assert_eq!(state_after(&mut s, events).await, pb::ExecState::ExecFailed);
 }
 
-// extension (issue 13): GetSession shows the session's USAGE records summed, and Replay returns
-// each record with the time it was committed.
+// extensions §7 (usage totals, commit times): GetSession shows the session's USAGE records summed,
+// and Replay returns each record with the time it was committed.
 #[tokio::test]
 async fn usage_totals_and_commit_times_reach_the_wire() {
     let mut s = start().await;

@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 
 /// mimalloc instead of the system allocator: a turn allocates and frees many small buffers
 /// (records, protobuf messages, HTTP/2 frames) across threads, where glibc's malloc took about
-/// an eighth of the daemon's CPU under load (BENCHMARKS.md, issue 15).
+/// an eighth of the daemon's CPU under load (BENCHMARKS.md, "Flat cost per turn").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -81,7 +81,7 @@ async fn chat_with_history_over_the_wire_matches_in_process() {
     let (local, wire, calls) = run_both(&chat(), Arc::new(chat()), &start, ScriptedSink::new).await;
     assert_eq!(local, Ok(()));
     assert_eq!(wire, Ok(()));
-    // The chat harness reports the answer's usage after it (issue 13).
+    // The chat harness reports the answer's usage after it (a USAGE record per model answer).
     let [Call::Model(request), Call::Usage(_)] = calls.as_slice() else {
         panic!("one model call and its usage expected, got {calls:?}");
     };

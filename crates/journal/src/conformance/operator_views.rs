@@ -106,8 +106,8 @@ fn calls(page: &ApprovalPage) -> Vec<(&str, &str)> {
         .collect()
 }
 
-// extension (issue 13): a request is listed from its commit on, with its call's tool and
-// arguments, until its decision or the end of its execution; owner filter and paging are exact.
+// extensions §7 (pending approvals): a request is listed from its commit on, with its call's tool
+// and arguments, until its decision or the end of its execution; owner filter and paging are exact.
 pub async fn pending_approvals_follow_requests_and_decisions(j: Arc<dyn Journal>) {
     put_owned(&j, "a", "p", 1, "alice").await;
     put_owned(&j, "b", "p", 2, "bob").await;
@@ -202,8 +202,8 @@ pub async fn pending_approvals_follow_requests_and_decisions(j: Arc<dyn Journal>
     assert!(pending(&j, "p", None).await.approvals.is_empty());
 }
 
-// extension (issue 13): a fork child does not list its parent's request, a delete intent closes
-// the session's requests, and bad tokens and incomplete owners are refused.
+// extensions §7 (pending approvals): a fork child does not list its parent's request, a delete
+// intent closes the session's requests, and bad tokens and incomplete owners are refused.
 pub async fn pending_approvals_leave_with_delete_and_stay_with_the_parent(j: Arc<dyn Journal>) {
     put_owned(&j, "parent", "p", 1, "alice").await;
     let at = append(
@@ -252,8 +252,8 @@ pub async fn pending_approvals_leave_with_delete_and_stay_with_the_parent(j: Arc
     );
 }
 
-// extension (issue 13): USAGE records are summed in their append's commit; a fork child starts
-// at zero; a listing shows the same totals.
+// extensions §7 (usage totals): USAGE records are summed in their append's commit; a fork child
+// starts at zero; a listing shows the same totals.
 pub async fn usage_totals_sum_in_the_append_commit(j: Arc<dyn Journal>) {
     put_owned(&j, "s", "p", 1, "").await;
     assert_eq!(
@@ -288,8 +288,8 @@ pub async fn usage_totals_sum_in_the_append_commit(j: Arc<dyn Journal>) {
     assert_eq!(j.session_info("s").await.unwrap().usage, want);
 }
 
-// extension (issue 13): every record carries the time it was committed, returned by the append
-// and by every read, outside the hashed event.
+// extensions §1.2 (commit times): every record carries the time it was committed, returned by
+// the append and by every read, outside the hashed event.
 pub async fn records_carry_their_commit_time(j: Arc<dyn Journal>) {
     let before = Timestamp::now().unix_nanos();
     let appended = j
