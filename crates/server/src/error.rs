@@ -17,6 +17,25 @@ use agentsessions_placement::PlacementError;
 use agentsessions_wire::WireError;
 use tonic::{Code, Status};
 
+/// Which limit refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limited {
+    /// `max_concurrent_turns` (`Limits`).
+    Turns,
+    /// `max_open_streams` (`Limits`).
+    Streams,
+}
+
+impl Limited {
+    /// The setting's name, as the configuration spells it.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::Turns => "max_concurrent_turns",
+            Self::Streams => "max_open_streams",
+        }
+    }
+}
+
 /// Everything a Sessions or HarnessRegistry RPC can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -211,7 +230,7 @@ pub enum ServerError {
     #[error("overloaded: {max} at once is this host's {setting}; retry after a backoff", setting = .limit.setting())]
     Overloaded {
         /// Which limit.
-        limit: crate::limits::Limited,
+        limit: Limited,
         /// Its configured value.
         max: usize,
     },
@@ -499,7 +518,7 @@ mod tests {
             (ServerError::ShuttingDown, Code::Unavailable),
             (
                 ServerError::Overloaded {
-                    limit: crate::limits::Limited::Turns,
+                    limit: Limited::Turns,
                     max: 4,
                 },
                 Code::ResourceExhausted,

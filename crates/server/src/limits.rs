@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::error::{Result, ServerError};
+use crate::error::{Limited, Result, ServerError};
 
 /// The overload limits of one service (the daemon's `[limits]` table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -60,25 +60,6 @@ impl Default for Limits {
             max_concurrent_turns: Self::DEFAULT_MAX_CONCURRENT_TURNS,
             max_open_streams: Self::DEFAULT_MAX_OPEN_STREAMS,
             max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
-        }
-    }
-}
-
-/// Which limit refused a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limited {
-    /// [`Limits::max_concurrent_turns`].
-    Turns,
-    /// [`Limits::max_open_streams`].
-    Streams,
-}
-
-impl Limited {
-    /// The setting's name, as the configuration spells it.
-    pub fn setting(self) -> &'static str {
-        match self {
-            Self::Turns => "max_concurrent_turns",
-            Self::Streams => "max_open_streams",
         }
     }
 }
