@@ -247,35 +247,3 @@ pub(crate) async fn list(
     }
     Ok(plan.page(approvals))
 }
-
-/// The statements above, in `Statements` order: close, open, list, list by owner.
-pub(crate) const STATEMENTS: [&str; 4] = [
-    "DELETE FROM {s}.pending_approvals a
-     USING unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS d(session, kind, key)
-     WHERE a.session = d.session
-       AND (d.kind = 'session'
-            OR (d.kind = 'call' AND a.tool_call_id = d.key)
-            OR (d.kind = 'execution' AND a.execution_id = d.key))",
-    "INSERT INTO {s}.pending_approvals (session, tool_call_id, execution_id, request_seq, tool,
-                                        args, reason, requested_at)
-     SELECT u.*, $8::BIGINT FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[],
-                                        $5::TEXT[], $6::TEXT[], $7::TEXT[]) AS u
-     ON CONFLICT (session, tool_call_id) DO UPDATE SET
-         execution_id = excluded.execution_id, request_seq = excluded.request_seq,
-         tool = excluded.tool, args = excluded.args, reason = excluded.reason,
-         requested_at = excluded.requested_at",
-    "SELECT a.session, s.project, s.owner_issuer, s.owner_subject, a.execution_id,
-            a.tool_call_id, a.request_seq, a.tool, a.args, a.reason, a.requested_at
-     FROM {s}.pending_approvals a JOIN {s}.sessions s ON s.session = a.session
-     WHERE s.project = $1
-       AND (NOT $2::BOOLEAN OR (a.requested_at, a.session, a.tool_call_id) > ($3, $4, $5))
-     ORDER BY a.requested_at, a.session, a.tool_call_id
-     LIMIT $6",
-    "SELECT a.session, s.project, s.owner_issuer, s.owner_subject, a.execution_id,
-            a.tool_call_id, a.request_seq, a.tool, a.args, a.reason, a.requested_at
-     FROM {s}.pending_approvals a JOIN {s}.sessions s ON s.session = a.session
-     WHERE s.project = $1 AND s.owner_issuer = $7 AND s.owner_subject = $8
-       AND (NOT $2::BOOLEAN OR (a.requested_at, a.session, a.tool_call_id) > ($3, $4, $5))
-     ORDER BY a.requested_at, a.session, a.tool_call_id
-     LIMIT $6",
-];

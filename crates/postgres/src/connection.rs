@@ -19,6 +19,43 @@ use crate::failure::{DbError, connect_error};
 use crate::schema::{self, SCHEMA_VERSION, in_schema};
 use crate::tasks::Tasks;
 
+/// The channel every journal notifies and listens on; the payload names the schema, so
+/// journals in other schemas of the database ignore each other's commits.
+pub(crate) const CHANNEL: &str = "agentsessions_commits";
+
+/// The pending-approvals projection's statements (`crate::approvals` runs them), in
+/// `Statements` order: close, open, list, list by owner.
+const APPROVAL_STATEMENTS: [&str; 4] = [
+    "DELETE FROM {s}.pending_approvals a
+     USING unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS d(session, kind, key)
+     WHERE a.session = d.session
+       AND (d.kind = 'session'
+            OR (d.kind = 'call' AND a.tool_call_id = d.key)
+            OR (d.kind = 'execution' AND a.execution_id = d.key))",
+    "INSERT INTO {s}.pending_approvals (session, tool_call_id, execution_id, request_seq, tool,
+                                        args, reason, requested_at)
+     SELECT u.*, $8::BIGINT FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[],
+                                        $5::TEXT[], $6::TEXT[], $7::TEXT[]) AS u
+     ON CONFLICT (session, tool_call_id) DO UPDATE SET
+         execution_id = excluded.execution_id, request_seq = excluded.request_seq,
+         tool = excluded.tool, args = excluded.args, reason = excluded.reason,
+         requested_at = excluded.requested_at",
+    "SELECT a.session, s.project, s.owner_issuer, s.owner_subject, a.execution_id,
+            a.tool_call_id, a.request_seq, a.tool, a.args, a.reason, a.requested_at
+     FROM {s}.pending_approvals a JOIN {s}.sessions s ON s.session = a.session
+     WHERE s.project = $1
+       AND (NOT $2::BOOLEAN OR (a.requested_at, a.session, a.tool_call_id) > ($3, $4, $5))
+     ORDER BY a.requested_at, a.session, a.tool_call_id
+     LIMIT $6",
+    "SELECT a.session, s.project, s.owner_issuer, s.owner_subject, a.execution_id,
+            a.tool_call_id, a.request_seq, a.tool, a.args, a.reason, a.requested_at
+     FROM {s}.pending_approvals a JOIN {s}.sessions s ON s.session = a.session
+     WHERE s.project = $1 AND s.owner_issuer = $7 AND s.owner_subject = $8
+       AND (NOT $2::BOOLEAN OR (a.requested_at, a.session, a.tool_call_id) > ($3, $4, $5))
+     ORDER BY a.requested_at, a.session, a.tool_call_id
+     LIMIT $6",
+];
+
 /// The `application_name` of the journal's connections when the connection string sets none.
 pub(crate) const APPLICATION_NAME: &str = "agentsessions-journal";
 
@@ -345,13 +382,13 @@ impl Statements {
                  INSERT INTO {s}.session_prefix (session, parent_uid, fork_seq, fork_hash)
                  SELECT session, $5::TEXT, $6::BIGINT, $9::TEXT FROM child
                  RETURNING session"),
-            sql(crate::approvals::STATEMENTS[0]),
-            sql(crate::approvals::STATEMENTS[1]),
-            sql(crate::approvals::STATEMENTS[2]),
-            sql(crate::approvals::STATEMENTS[3]),
+            sql(APPROVAL_STATEMENTS[0]),
+            sql(APPROVAL_STATEMENTS[1]),
+            sql(APPROVAL_STATEMENTS[2]),
+            sql(APPROVAL_STATEMENTS[3]),
             format!(
                 "SELECT pg_notify('{}', p) FROM unnest($1::TEXT[]) AS p",
-                crate::listener::CHANNEL
+                CHANNEL
             ),
         ];
         // Polled together, the requests are pipelined on the one connection.

@@ -22,12 +22,8 @@ use tokio::sync::oneshot;
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{AsyncMessage, Client, Connection, Socket};
 
-use crate::connection::Target;
+use crate::connection::{CHANNEL, Target};
 use crate::failure::DbError;
-
-/// The channel every journal notifies and listens on; the payload names the schema, so
-/// journals in other schemas of the database ignore each other's commits.
-pub(crate) const CHANNEL: &str = "agentsessions_commits";
 
 /// Largest payload Postgres accepts is 8000 bytes; a longer one (a huge session uid) is sent as
 /// "`<schema> *`", which wakes every follower of the schema instead.
