@@ -8,8 +8,8 @@ Code comments and documents cite the contract in `docs/` by section:
     wire.md §4                                -> docs/wire.md              (## 4. headings)
     hashing (a), hashing-and-conformance (e)  -> docs/hashing-and-conformance.md  (## (a) headings)
 
-A citation may continue with more sections (`, §2.3`, `and §4.4`, `/§4.3`, `–§3`), also across a
-comment line break. `spec §N` and `ext. §N` are refused: they do not say which document they mean.
+A citation may continue with more sections (`, §2.3`, `and §4.4`, `/§4.3`, `–§3`, `+ §9`, also after
+`step 4` or `v2`), also across a comment line break. `spec §N` and `ext. §N` are refused: they do not say which document they mean.
 
 Usage: tools/check_citations.py [REPO_ROOT]   (default: the directory above this script)
 
@@ -39,11 +39,14 @@ DOCS = {
 BREAK = r"(?:[ \t]*\n[ \t]*(?://[/!]?|#|\*)?)?[ \t]*"
 NUMBER = r"\d+(?:\.\d+)*"
 LETTER = r"[a-z]"
-JOIN = r"(?:,|and|or|/|–|-|to|&)"
+JOIN = r"(?:,|and|or|/|–|-|to|&|\+)"
+# What may follow a section before the next one: `§2.3 step 4, §4.1`, `§1.5 v2, §7.2`.
+QUALIFIER = r"(?:" + BREAK + r"(?:steps?[ \t]+\d+(?:[–-]\d+)?|v\d+))?"
 
 CITATION = re.compile(
     r"\b(?P<doc>semantics|extensions|wire|hashing(?:-and-conformance)?)(?:\.md)?" + BREAK
-    + r"(?:§(?P<num>" + NUMBER + r")(?P<more>(?:" + BREAK + JOIN + BREAK + r"§" + NUMBER + r")*)"
+    + r"(?:§(?P<num>" + NUMBER + r")" + QUALIFIER
+    + r"(?P<more>(?:" + BREAK + JOIN + BREAK + r"§" + NUMBER + QUALIFIER + r")*)"
     + r"|\((?P<letter>" + LETTER + r")\)(?P<more_letters>(?:" + BREAK + JOIN + BREAK
     + r"\(" + LETTER + r"\))*))",
     re.IGNORECASE,

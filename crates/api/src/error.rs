@@ -350,7 +350,7 @@ impl ApiError {
     ///
     /// | leaf | code | why |
     /// |---|---|---|
-    /// | `ApprovalParked` | OK | a park is not a failure (§8: the Exec/Resume answer is OK) |
+    /// | `ApprovalParked` | OK | a park is not a failure (semantics §8: the Exec/Resume answer is OK) |
     /// | `CheckpointPending` | UNAVAILABLE | the upload settles on its own (extensions §5) |
     /// | `ComputeBusy`, `SnapshotSuperseded` | ABORTED | retry (extensions §5) |
     /// | `InvalidCallerIdentity` | INVALID_ARGUMENT | an incomplete owner or owner filter was passed (v0.3.0 API; semantics §8 "identity not encodable") |

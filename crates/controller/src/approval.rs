@@ -1,6 +1,6 @@
-//! Approval state derived from the journal alone (semantics §5.3), the receipt rules of §5.5, and
-//! the pure decisions the controller takes from that state: what a resume does at an open
-//! approval gate, and whether a decision may be recorded.
+//! Approval state derived from the journal alone (semantics §5.3), the receipt rules of semantics
+//! §5.5, and the pure decisions the controller takes from that state: what a resume does at an
+//! open approval gate, and whether a decision may be recorded.
 
 use std::collections::{HashMap, HashSet};
 
@@ -88,7 +88,8 @@ impl ApprovalScan {
     /// Scans `records` up to `through_seq` (0 = all).
     ///
     /// # Errors
-    /// [`ControllerError::InvalidExecutionLog`] when a gated execution breaks the rules of §5.3.
+    /// [`ControllerError::InvalidExecutionLog`] when a gated execution breaks the rules of
+    /// semantics §5.3.
     pub fn scan(records: &[LogRecord], through_seq: i64) -> Result<Self> {
         let records: Vec<&LogRecord> = records
             .iter()

@@ -207,8 +207,8 @@ impl ControllerError {
             | Self::InvalidApprovalDecision(_)
             | Self::ModelNotAllowed { .. }
             | Self::InvalidModelPolicy(_) => StatusCode::FailedPrecondition,
-            // §2.3 step 4: a peer that is down or timed out is unavailable; anything else is
-            // the harness failing.
+            // semantics §2.3 step 4: a peer that is down or timed out is unavailable; anything else
+            // is the harness failing.
             Self::HarnessDescribeFailed(e) => {
                 if matches!(
                     e.status_code(),
@@ -223,8 +223,8 @@ impl ControllerError {
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
             Self::Parked(_) => StatusCode::Ok,
             Self::ModelFailed(e) => e.status_code(),
-            // §2.8: a harness Run error (a provider error among them) is INTERNAL whatever code
-            // the harness gave it.
+            // semantics §2.8: a harness Run error (a provider error among them) is INTERNAL
+            // whatever code the harness gave it.
             Self::ReplayDiverged(_)
             | Self::ReplayInvokedModel { .. }
             | Self::MissingIdempotencyKey { .. }
@@ -405,7 +405,7 @@ mod tests {
         use StatusCode as C;
         let s = String::new;
         vec![
-            // §8: eventlog ErrConflict / ErrFenced are ABORTED.
+            // semantics §8: eventlog ErrConflict / ErrFenced are ABORTED.
             (
                 E::Journal(JournalError::Conflict {
                     session: s(),
@@ -452,7 +452,8 @@ mod tests {
                 C::FailedPrecondition,
                 "invalid_execution_log",
             ),
-            // §2.3 step 4: an unavailable or timed-out peer is UNAVAILABLE, else INTERNAL.
+            // semantics §2.3 step 4: an unavailable or timed-out peer is UNAVAILABLE, else
+            // INTERNAL.
             (
                 E::HarnessDescribeFailed(ApiError::status(C::Unavailable, "down")),
                 C::Unavailable,
@@ -553,7 +554,7 @@ mod tests {
                 C::FailedPrecondition,
                 "operation_failed",
             ),
-            // §2.8: harness Run errors are INTERNAL whatever code the harness chose.
+            // semantics §2.8: harness Run errors are INTERNAL whatever code the harness chose.
             (
                 E::Harness(ApiError::status(C::Unavailable, "provider down")),
                 C::Internal,
@@ -570,7 +571,7 @@ mod tests {
                 C::DeadlineExceeded,
                 "operation_failed",
             ),
-            // §8: api.ErrApprovalParked is OK for Exec and Resume.
+            // semantics §8: api.ErrApprovalParked is OK for Exec and Resume.
             (E::Parked(park()), C::Ok, "operation_failed"),
             (E::Cancelled { reason: s() }, C::Cancelled, "canceled"),
             (
@@ -592,7 +593,7 @@ mod tests {
 
     // The harness side and the Sessions side agree: what a sink hands the harness carries the
     // code the Sessions API reports. The one exception is the harness's own error, which goes
-    // back to it unchanged while the client sees INTERNAL (§2.8).
+    // back to it unchanged while the client sees INTERNAL (semantics §2.8).
     #[test]
     fn the_harness_sees_the_code_the_client_sees() {
         for (err, code, _) in rows() {

@@ -16,7 +16,7 @@
 //! - [`controller`] — [`Controller`] (construction, exec, resume, approve), [`ExecRequest`],
 //!   outcomes; its submodules replay ([`ReplayReport`]) and close a turn (END, CANCEL, ERROR).
 //! - [`log`] — execution grouping, the legacy prefix, input completeness, inherited intents,
-//!   harness identity (§3.5) and the history a harness is given.
+//!   harness identity (semantics §3.5) and the history a harness is given.
 //! - [`approval`] — the approval scan ([`approval::ApprovalGate`]s), receipt rules, and the
 //!   resume and decision rules at an open gate.
 //! - [`effects`] — the recorded effect cursor and matching rules.

@@ -1,7 +1,8 @@
 //! Reading a journal as executions (semantics §3.2 and §3.6): the legacy prefix, grouping by
 //! execution id, the effect stream of each execution and its input completeness; and the rules
-//! over that reading that replay and resume apply — inherited intents after a FORK (§3.7), the
-//! harness identity checks (§3.5), and the history a harness is given (I4).
+//! over that reading that replay and resume apply — inherited intents after a FORK (semantics
+//! §3.7), the harness identity checks (semantics §3.5), and the history a harness is given (I4;
+//! semantics §9.6).
 //!
 //! Everything here is pure: it takes the records and returns a view of them, so replay, resume,
 //! exec and the approval scan agree on one reading of the log.

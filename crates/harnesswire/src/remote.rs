@@ -17,7 +17,7 @@
 //! | `mint_request` (extension) | the start's [`TokenMinter`], or a `FAILED_PRECONDITION` error without one | `mint_result` |
 //!
 //! A sink error ends the run with that error, unchanged (the remote stream is torn down); a park
-//! is returned as the sink's [`ApiError::ApprovalParked`](agentsessions_api::ApiError::ApprovalParked) once the park exchange (§9.5) is done.
+//! is returned as the sink's [`ApiError::ApprovalParked`](agentsessions_api::ApiError::ApprovalParked) once the park exchange (semantics §9.5) is done.
 //! A stream that ends without END is a failure, never success.
 
 use std::time::Duration;

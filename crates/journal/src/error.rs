@@ -109,7 +109,7 @@ impl JournalError {
     /// (directly, through a turn, or through placement). A commit that may succeed on retry
     /// (contention, a full disk, or a writer that is shutting down) is `UNAVAILABLE`; a storage
     /// failure that will not clear by itself (an I/O error, a failed fsync that poisons the
-    /// journal until a restart) is `INTERNAL` (§8 "store/read/decode failures").
+    /// journal until a restart) is `INTERNAL` (semantics §8 "store/read/decode failures").
     pub fn status_code(&self) -> StatusCode {
         match self {
             Self::Conflict { .. } | Self::Fenced { .. } => StatusCode::Aborted,

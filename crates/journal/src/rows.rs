@@ -57,7 +57,7 @@ pub struct SessionInfo {
     pub row: SessionRow,
     /// Highest committed seq, 0 when the log is empty.
     pub last_seq: i64,
-    /// The compute projection of §1.7.
+    /// The compute projection of semantics §1.7.
     pub compute_state: ComputeState,
     /// The current fence, 0 when none was minted.
     pub fence: i64,

@@ -445,7 +445,7 @@ mod tests {
                 C::InvalidArgument,
             ),
             (dial(ApiError::Cancelled), C::Unavailable),
-            // §8: a park is the OK outcome of Exec and Resume.
+            // semantics §8: a park is the OK outcome of Exec and Resume.
             (
                 PlacementError::Controller(ControllerError::Parked(ApprovalRef::default())),
                 C::Ok,

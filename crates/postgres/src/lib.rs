@@ -17,8 +17,8 @@
 //! - `journal`: [`PostgresJournal`], the trait implementation and the registry transactions.
 //! - `approvals`: the pending-approvals projection written in each batch, and its listing.
 //! - `writer`: the writer tasks, batching appends from many sessions into one transaction.
-//! - `schema`: the tables (the SQLite layout of §1.5 in a configurable Postgres schema), the
-//!   version stamp and the fail-closed migration.
+//! - `schema`: the tables (the SQLite layout of semantics §1.5 in a configurable Postgres
+//!   schema), the version stamp and the fail-closed migration.
 //! - `connection`: connecting, prepared statements, the read pool and reconnection.
 //! - `codec`: reading rows into the stored forms the journal crate decodes for every durable
 //!   backend (`agentsessions_journal::stored`).

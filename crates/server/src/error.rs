@@ -266,7 +266,7 @@ impl ServerError {
     /// The gRPC code of this error: this crate's rows, and the wrapped errors' own.
     pub fn status_code(&self) -> StatusCode {
         match self {
-            // §8 service-level validation and §7.2 registry validation.
+            // Service-level validation (semantics §8) and registry validation (semantics §7.2).
             Self::MissingField { .. }
             | Self::InvalidField { .. }
             | Self::ForkIdentitySet
@@ -288,8 +288,8 @@ impl ServerError {
             Self::StaticNameStored { .. }
             | Self::StaticNameTaken { .. }
             | Self::RegistrationImmutable { .. } => StatusCode::AlreadyExists,
-            // §8: a retired harness on create; §7.2: what this host cannot serve or retire;
-            // extensions §3: a session pending deletion.
+            // semantics §8: a retired harness on create; semantics §7.2: what this host cannot
+            // serve or retire; extensions §3: a session pending deletion.
             Self::HarnessRetired { .. }
             | Self::StaticHarnessRetire { .. }
             | Self::NoSubstrateBackend

@@ -57,7 +57,7 @@ fn is_lifecycle(record: &LogRecord, kind: Option<LifecycleKind>) -> bool {
 /// only when an approval request may be pending, takes the approval scan from the session's kept
 /// state (which reads only what was appended since it was kept, not the whole log). A log whose
 /// approval evidence does not scan renders without a ref rather than failing the read (the
-/// tolerant rule of §5.4).
+/// tolerant rule of semantics §5.4).
 pub(crate) async fn tail(placer: &Placer, uid: &str, last_seq: i64) -> Result<Tail> {
     if last_seq <= 0 {
         return Ok(Tail::default());

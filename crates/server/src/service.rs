@@ -369,7 +369,8 @@ impl Inner {
         match outcome {
             Ok(()) if !recovery => Ok(()),
             Err(err) if !err.is_park() => Err(err.into()),
-            // Recovery, or a park: the final frame is the session as it now stands (§2.2 step 10).
+            // Recovery, or a park: the final frame is the session as it now stands (semantics §2.2
+            // step 10).
             Ok(()) | Err(_) => {
                 feed.send(Update::Session(self.rendered(&uid).await?)).await;
                 Ok(())
@@ -570,7 +571,7 @@ impl Inner {
             .await;
         drop(admitted);
         match resumed {
-            // Waiting for a decision: the paused session is the answer (§4.3 step 3).
+            // Waiting for a decision: the paused session is the answer (semantics §4.3 step 3).
             Err(e) if !e.is_park() => return Err(e.into()),
             Ok(_) | Err(_) => {}
         }

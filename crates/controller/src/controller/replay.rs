@@ -31,7 +31,7 @@ impl Controller {
     /// calls the model and never writes.
     ///
     /// # Errors
-    /// [`ControllerError::InvalidExecutionLog`]; identity mismatches (§3.5);
+    /// [`ControllerError::InvalidExecutionLog`]; identity mismatches (semantics §3.5);
     /// [`ControllerError::ReplayDiverged`] when the harness asks for anything the journal does
     /// not record (a different model input, more or fewer effects); the harness's failure.
     pub async fn replay(&self) -> Result<ReplayReport> {

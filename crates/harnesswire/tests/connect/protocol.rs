@@ -34,8 +34,8 @@ fn status_code(err: &ApiError) -> StatusCode {
     }
 }
 
-// Deviation from §9.3 (stated in the crate docs): a stream that ends without END is a failed
-// run, never success.
+// Deviation from semantics §9.3 (stated in the crate docs): a stream that ends without END is a
+// failed run, never success.
 #[tokio::test]
 async fn a_stream_that_ends_without_end_is_a_failure() {
     let remote = serve_raw(RawPeer {
