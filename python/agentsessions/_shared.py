@@ -1,15 +1,17 @@
-"""What the sync and asyncio clients share: connection settings, request building and the
-accumulation of a turn's frames into its result."""
+"""What the sync and asyncio clients share besides the calls themselves (:mod:`._rpc`):
+connection settings, messages, and the accumulation of a turn's frames into its result."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 
 from ._pb import common_pb2, session_pb2
+from .errors import AgentSessionsError, from_rpc_error
 
 # A Start frame or a page of records can be large; the server bounds pages at ~3 MiB.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -19,6 +21,7 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
 ]
 
 Input = str | common_pb2.Message
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,15 @@ def channel_options(tls: Tls | None) -> list[tuple[str, int | str]]:
     return options
 
 
+def connect(target: str, tls: Tls | None, insecure: Callable[..., C], secure: Callable[..., C]) -> C:
+    """A channel to ``target`` made by the sync or the asyncio ``insecure_channel`` and
+    ``secure_channel``: with TLS when ``tls`` is given."""
+    options = channel_options(tls)
+    if tls is None:
+        return insecure(target, options=options)
+    return secure(target, channel_credentials(tls), options=options)
+
+
 def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     """The bearer token as call metadata (works over TLS and, for tests, cleartext)."""
     return (("authorization", f"Bearer {token}"),) if token else ()
@@ -77,28 +89,6 @@ def to_messages(inputs: Input | Sequence[Input] | None) -> list[common_pb2.Messa
 def message_text(message: common_pb2.Message) -> str:
     """The concatenated text parts of a message."""
     return "".join(part.text.text for part in message.parts if part.HasField("text"))
-
-
-def exec_request(
-    session: str,
-    inputs: Input | Sequence[Input] | None,
-    harness: str,
-    config: bytes,
-    expected_last_seq: int | None,
-    deadline_unix: int,
-    resume_from_seq: int,
-) -> session_pb2.ExecRequest:
-    request = session_pb2.ExecRequest(
-        session=session,
-        inputs=to_messages(inputs),
-        harness=harness,
-        config=config,
-        deadline_unix=deadline_unix,
-        resume_from_seq=resume_from_seq,
-    )
-    if expected_last_seq is not None:
-        request.expected_last_seq = expected_last_seq
-    return request
 
 
 @dataclass
@@ -148,31 +138,23 @@ def absorb(result: TurnResult, update: session_pb2.ExecUpdate) -> ExecItem:
     return update.session
 
 
-def fork_request(
-    session: str,
-    at_seq: int,
-    count: int,
-    names: Iterable[str],
-    labels: dict[str, str] | None,
-) -> session_pb2.ForkRequest:
-    return session_pb2.ForkRequest(
-        session=session, at_seq=at_seq, count=count, child_names=list(names), labels=labels or {}
-    )
+class TurnStream:
+    """What the sync and the asyncio stream of a running turn keep: the call, the result so far
+    and whether the stream has ended."""
 
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._result = TurnResult()
+        self._done = False
 
-def approve_request(
-    session: str,
-    execution_id: str,
-    tool_call_id: str,
-    request_seq: int,
-    approved: bool,
-    reason: str,
-) -> session_pb2.ApproveRequest:
-    return session_pb2.ApproveRequest(
-        session=session,
-        execution_id=execution_id,
-        tool_call_id=tool_call_id,
-        request_seq=request_seq,
-        approved=approved,
-        reason=reason,
-    )
+    def _failed(self, err: grpc.RpcError) -> AgentSessionsError:
+        """The SDK error of the turn's failed stream, carrying the result so far as ``partial``."""
+        self._done = True
+        error = from_rpc_error(err)
+        error.partial = self._result  # type: ignore[attr-defined]
+        return error
+
+    def cancel(self) -> None:
+        """Stops reading (the turn itself goes on; the client's ``cancel`` stops it)."""
+        self._call.cancel()
+        self._done = True

@@ -13,55 +13,76 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ParamSpec, TypeVar, cast
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Self, TypeVar, cast
 
 import grpc
 
-from . import _shared
+from . import _rpc, _shared
 from ._pb import common_pb2, harness_pb2, harness_registry_pb2, harness_registry_pb2_grpc
 from ._pb import session_pb2, session_pb2_grpc
+from ._rpc import Call, Op, Paged
 from ._shared import Delta, ExecItem, Input, Tls, TurnResult
 from .canonical import VerifyReport, verify_records
-from .errors import from_rpc_error
 
-P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 # Records per ReadRecords page: the server's maximum, so a 5,000-record session is one call.
 PAGE_RECORDS = 10000
 
 
-def _translated(method: Callable[P, R]) -> Callable[P, R]:
-    """Raises SDK exceptions (carrying the gRPC code) instead of raw ``grpc.RpcError``."""
+class _Connection:
+    """A blocking channel to one of the daemon's APIs, a stub on it and the call metadata:
+    carries the calls of :mod:`._rpc`."""
 
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+    def __init__(self, target: str, tls: Tls | None, token: str | None, stub: Callable[[grpc.Channel], Any]) -> None:
+        self._channel = _shared.connect(target, tls, grpc.insecure_channel, grpc.secure_channel)
+        self._stub = stub(self._channel)
+        self._metadata = _shared.auth_metadata(token)
 
-    return wrapper
+    def close(self) -> None:
+        """Closes the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _timeout(self) -> float | None:
+        """The deadline of a timed call (the registry's calls are not timed)."""
+        return None
+
+    def _send(self, call: Call) -> Any:
+        """Makes ``call``: its response, or the stream of a streaming call."""
+        with _rpc.translated():
+            return _rpc.invoke(self._stub, call, self._metadata, self._timeout())
+
+    def _run(self, op: Op[R]) -> R:
+        """Makes the calls of ``op`` and returns its result."""
+        response = None
+        while True:
+            try:
+                call = op.send(response)
+            except StopIteration as done:
+                return done.value
+            response = self._send(call)
+
+    def _pages(self, paged: Paged[T]) -> Iterator[Iterable[T]]:
+        """The items of a listing a page at a time, the next page fetched when asked for."""
+        call: Call | None = paged.first
+        while call is not None:
+            page = self._send(call)
+            yield paged.items(page)
+            call = paged.after(page)
 
 
-def _channel(target: str, tls: Tls | None) -> grpc.Channel:
-    options = _shared.channel_options(tls)
-    if tls is None:
-        return grpc.insecure_channel(target, options=options)
-    return grpc.secure_channel(target, _shared.channel_credentials(tls), options=options)
-
-
-class ExecStream:
+class ExecStream(_shared.TurnStream):
     """One running turn. Iterating yields each committed :class:`LogRecord`, each
     :class:`Delta` and each :class:`Session` frame as it arrives; :meth:`result` drains what is
     left and returns the :class:`TurnResult` (raising the turn's error, if any)."""
-
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._result = TurnResult()
-        self._done = False
 
     def __iter__(self) -> Iterator[ExecItem]:
         while not self._done:
@@ -71,10 +92,7 @@ class ExecStream:
                 self._done = True
                 return
             except grpc.RpcError as err:
-                self._done = True
-                error = from_rpc_error(err)
-                error.partial = self._result  # type: ignore[attr-defined]
-                raise error from None
+                raise self._failed(err) from None
             yield _shared.absorb(self._result, update)
 
     def deltas(self) -> Iterator[Delta]:
@@ -89,13 +107,8 @@ class ExecStream:
             pass
         return self._result
 
-    def cancel(self) -> None:
-        """Stops reading (the turn itself goes on; use :meth:`Client.cancel` to stop it)."""
-        self._call.cancel()
-        self._done = True
 
-
-class Client:
+class Client(_Connection):
     """A connection to an ``agentsessionsd`` Sessions endpoint.
 
     ``tls`` turns on TLS (and mutual TLS with a client certificate); ``token`` sends a bearer
@@ -111,25 +124,15 @@ class Client:
         project: str = "",
         timeout: float | None = None,
     ) -> None:
-        self._channel = _channel(target, tls)
-        self._stub = cast(Any, session_pb2_grpc).SessionsStub(self._channel)
-        self._metadata = _shared.auth_metadata(token)
+        super().__init__(target, tls, token, cast(Any, session_pb2_grpc).SessionsStub)
         self.project = project
         self.timeout = timeout
 
-    def close(self) -> None:
-        """Closes the channel."""
-        self._channel.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _timeout(self) -> float | None:
+        return self.timeout
 
     # Sessions
 
-    @_translated
     def create_session(
         self,
         *,
@@ -140,45 +143,23 @@ class Client:
         labels: dict[str, str] | None = None,
     ) -> session_pb2.Session:
         """Creates a session on ``harness`` (the server's default when empty)."""
-        session = session_pb2.Session(
-            metadata=common_pb2.ResourceMetadata(project=project or self.project, name=name),
-            harness=harness,
-            model=model,
-            labels=labels or {},
-        )
-        request = session_pb2.CreateSessionRequest(session=session)
-        return self._stub.CreateSession(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.create_session(self.project, harness, model, name, project, labels))
 
-    @_translated
     def get_session(self, uid: str) -> session_pb2.Session:
         """Reads one session."""
-        request = session_pb2.GetSessionRequest(uid=uid)
-        return self._stub.GetSession(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.get_session(uid))
 
     def list_sessions(self, *, project: str = "", page_size: int = 0) -> Iterator[session_pb2.Session]:
         """Every session of ``project``, fetched page by page as the iterator advances."""
-        token = ""
-        while True:
-            page = self._list_page(project or self.project, page_size, token)
-            yield from page.sessions
-            token = page.next_page_token
-            if not token:
-                return
+        for page in self._pages(_rpc.list_sessions(project or self.project, page_size)):
+            yield from page
 
-    @_translated
-    def _list_page(self, project: str, page_size: int, token: str) -> session_pb2.ListSessionsResponse:
-        request = session_pb2.ListSessionsRequest(project=project, page_size=page_size, page_token=token)
-        return self._stub.ListSessions(request, metadata=self._metadata, timeout=self.timeout)
-
-    @_translated
     def delete_session(self, uid: str) -> session_pb2.Session:
         """Marks a session for deletion."""
-        request = session_pb2.DeleteSessionRequest(uid=uid)
-        return self._stub.DeleteSession(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.delete_session(uid))
 
     # Turns
 
-    @_translated
     def exec(
         self,
         inputs: Input | Sequence[Input] | None = None,
@@ -191,53 +172,34 @@ class Client:
         resume_from_seq: int = 0,
     ) -> ExecStream:
         """Runs one turn; an empty ``session`` creates one. Strings are user text messages."""
-        request = _shared.exec_request(
-            session, inputs, harness, config, expected_last_seq, deadline_unix, resume_from_seq
-        )
-        return ExecStream(self._stub.Exec(request, metadata=self._metadata))
+        call = _rpc.exec_turn(session, inputs, harness, config, expected_last_seq, deadline_unix, resume_from_seq)
+        return ExecStream(self._send(call))
 
     def run(self, inputs: Input | Sequence[Input] | None = None, **kwargs: Any) -> TurnResult:
         """:meth:`exec` and wait for the result."""
         return self.exec(inputs, **kwargs).result()
 
-    @_translated
     def cancel(self, session: str, execution_id: str, reason: str = "USER") -> session_pb2.Session:
         """Stops a running execution."""
-        request = session_pb2.CancelRequest(session=session, execution_id=execution_id, reason=reason)
-        return self._stub.Cancel(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.cancel(session, execution_id, reason))
 
     # Reading the journal
 
     def replay(self, session: str, *, from_seq: int = 0, to_seq: int = 0) -> Iterator[common_pb2.LogRecord]:
         """The committed records, streamed one message per record (``Sessions.Replay``)."""
-        request = session_pb2.ReplayRequest(session=session, from_seq=from_seq, to_seq=to_seq)
-        try:
-            yield from self._stub.Replay(request, metadata=self._metadata, timeout=self.timeout)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+        with _rpc.translated():
+            yield from self._send(_rpc.replay(session, from_seq, to_seq))
 
     def records(
         self, session: str, *, from_seq: int = 0, to_seq: int = 0, page_records: int = PAGE_RECORDS
     ) -> Iterator[common_pb2.LogRecord]:
         """The committed records, many per message (``Sessions.ReadRecords``, the fast path)."""
-        next_seq = from_seq
-        while True:
-            page = self._read_page(session, next_seq, to_seq, page_records)
-            yield from page.records
-            if page.next_seq == 0:
-                return
-            next_seq = page.next_seq
+        for page in self._pages(_rpc.read_records(session, from_seq, to_seq, page_records)):
+            yield from page
 
     def read_records(self, session: str, *, from_seq: int = 0, to_seq: int = 0) -> list[common_pb2.LogRecord]:
         """:meth:`records` as a list."""
         return list(self.records(session, from_seq=from_seq, to_seq=to_seq))
-
-    @_translated
-    def _read_page(self, session: str, from_seq: int, to_seq: int, limit: int) -> session_pb2.ReadRecordsResponse:
-        request = session_pb2.ReadRecordsRequest(
-            session=session, from_seq=from_seq, to_seq=to_seq, max_records=limit
-        )
-        return self._stub.ReadRecords(request, metadata=self._metadata, timeout=self.timeout)
 
     def verify(self, session: str) -> VerifyReport:
         """Reads the whole journal and recomputes every hash and link in Python."""
@@ -245,7 +207,6 @@ class Client:
 
     # Lifecycle
 
-    @_translated
     def fork(
         self,
         session: str,
@@ -256,25 +217,18 @@ class Client:
         labels: dict[str, str] | None = None,
     ) -> list[session_pb2.Session]:
         """Creates ``count`` children from ``session`` at ``at_seq`` (0: the head)."""
-        request = _shared.fork_request(session, at_seq, count, names, labels)
-        response = self._stub.Fork(request, metadata=self._metadata, timeout=self.timeout)
-        return list(response.children)
+        return self._run(_rpc.fork(session, at_seq, count, names, labels))
 
-    @_translated
     def suspend(self, session: str) -> session_pb2.Session:
         """Checkpoints the session and releases its compute."""
-        request = session_pb2.SuspendRequest(session=session)
-        return self._stub.Suspend(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.suspend(session))
 
-    @_translated
     def resume(self, session: str, *, boot: bool = False) -> session_pb2.Session:
         """Brings the session back; an interrupted turn is re-driven from its journal."""
-        request = session_pb2.ResumeRequest(session=session, boot=boot)
-        return self._stub.Resume(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.resume(session, boot))
 
     # Approvals
 
-    @_translated
     def approve(
         self,
         session: str,
@@ -286,17 +240,7 @@ class Client:
         request_seq: int = 0,
     ) -> session_pb2.ApproveResponse:
         """Decides a pending approval; without a reference, the session's pending one."""
-        if not request_seq:
-            pending = self.get_session(session).pending_approval
-            execution_id, tool_call_id, request_seq = (
-                pending.execution_id,
-                pending.tool_call_id,
-                pending.request_seq,
-            )
-        request = _shared.approve_request(
-            session, execution_id, tool_call_id, request_seq, approved, reason
-        )
-        return self._stub.Approve(request, metadata=self._metadata, timeout=self.timeout)
+        return self._run(_rpc.approve(session, approved, reason, execution_id, tool_call_id, request_seq))
 
     def deny(self, session: str, *, reason: str = "", **ref: Any) -> session_pb2.ApproveResponse:
         """:meth:`approve` with ``approved=False``."""
@@ -304,39 +248,16 @@ class Client:
 
     def pending_approvals(self, *, project: str = "", page_size: int = 0) -> Iterator[session_pb2.PendingApproval]:
         """Every approval request that waits for a decision, oldest first."""
-        token = ""
-        while True:
-            page = self._approvals_page(project or self.project, page_size, token)
-            yield from page.approvals
-            token = page.next_page_token
-            if not token:
-                return
-
-    @_translated
-    def _approvals_page(self, project: str, page_size: int, token: str) -> session_pb2.ListApprovalsResponse:
-        request = session_pb2.ListApprovalsRequest(project=project, page_size=page_size, page_token=token)
-        return self._stub.ListApprovals(request, metadata=self._metadata, timeout=self.timeout)
+        for page in self._pages(_rpc.list_approvals(project or self.project, page_size)):
+            yield from page
 
 
-class RegistryClient:
+class RegistryClient(_Connection):
     """The operator's ``HarnessRegistry`` API (served on the daemon's ``--registry-addr``)."""
 
     def __init__(self, target: str, *, tls: Tls | None = None, token: str | None = None) -> None:
-        self._channel = _channel(target, tls)
-        self._stub = cast(Any, harness_registry_pb2_grpc).HarnessRegistryStub(self._channel)
-        self._metadata = _shared.auth_metadata(token)
+        super().__init__(target, tls, token, cast(Any, harness_registry_pb2_grpc).HarnessRegistryStub)
 
-    def close(self) -> None:
-        """Closes the channel."""
-        self._channel.close()
-
-    def __enter__(self) -> RegistryClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @_translated
     def register(
         self,
         name: str,
@@ -346,37 +267,17 @@ class RegistryClient:
         descriptor_id: str = "",
     ) -> harness_registry_pb2.RegisterHarnessResponse:
         """Registers the harness served at ``address`` under ``name``."""
-        spec = harness_registry_pb2.HarnessSpec(
-            remote=harness_registry_pb2.RemotePlacement(address=address),
-            capabilities=harness_pb2.Capabilities(resumability=resumability),  # type: ignore[arg-type]
-            descriptor_id=descriptor_id,
-        )
-        request = harness_registry_pb2.RegisterHarnessRequest(name=name, spec=spec)
-        return self._stub.RegisterHarness(request, metadata=self._metadata)
+        return self._run(_rpc.register_harness(name, address, resumability, descriptor_id))
 
-    @_translated
     def get(self, name: str, *, observe: bool = False) -> harness_registry_pb2.HarnessRegistration:
         """Reads one registration (``observe`` also calls the harness's Describe)."""
-        request = harness_registry_pb2.GetHarnessRequest(name=name, observe=observe)
-        return self._stub.GetHarness(request, metadata=self._metadata)
+        return self._run(_rpc.get_harness(name, observe))
 
-    @_translated
     def retire(self, name: str, reason: str = "") -> harness_registry_pb2.HarnessRegistration:
         """Stops new sessions from selecting ``name``."""
-        request = harness_registry_pb2.RetireHarnessRequest(name=name, reason=reason)
-        return self._stub.RetireHarness(request, metadata=self._metadata)
+        return self._run(_rpc.retire_harness(name, reason))
 
     def list(self, *, include_retired: bool = False) -> Iterator[harness_registry_pb2.HarnessRegistration]:
         """Every registration, in name order."""
-        token = ""
-        while True:
-            page = self._list_page(include_retired, token)
-            yield from page.harnesses
-            token = page.next_page_token
-            if not token:
-                return
-
-    @_translated
-    def _list_page(self, include_retired: bool, token: str) -> harness_registry_pb2.ListHarnessesResponse:
-        request = harness_registry_pb2.ListHarnessesRequest(page_token=token, include_retired=include_retired)
-        return self._stub.ListHarnesses(request, metadata=self._metadata)
+        for page in self._pages(_rpc.list_harnesses(include_retired)):
+            yield from page

@@ -268,7 +268,7 @@ class DeleteSessionRequest(_message.Message):
     def __init__(self, uid: _Optional[str] = ...) -> None: ...
 
 class ExecRequest(_message.Message):
-    __slots__ = ("session", "inputs", "resume_from_seq", "harness", "config", "expected_last_seq", "deadline_unix")
+    __slots__ = ("session", "inputs", "resume_from_seq", "harness", "config", "expected_last_seq", "deadline_unix", "abandon_unfinished")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +276,7 @@ class ExecRequest(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    ABANDON_UNFINISHED_FIELD_NUMBER: _ClassVar[int]
     session: str
     inputs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Message]
     resume_from_seq: int
@@ -283,7 +284,8 @@ class ExecRequest(_message.Message):
     config: bytes
     expected_last_seq: int
     deadline_unix: int
-    def __init__(self, session: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., resume_from_seq: _Optional[int] = ..., harness: _Optional[str] = ..., config: _Optional[bytes] = ..., expected_last_seq: _Optional[int] = ..., deadline_unix: _Optional[int] = ...) -> None: ...
+    abandon_unfinished: bool
+    def __init__(self, session: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., resume_from_seq: _Optional[int] = ..., harness: _Optional[str] = ..., config: _Optional[bytes] = ..., expected_last_seq: _Optional[int] = ..., deadline_unix: _Optional[int] = ..., abandon_unfinished: _Optional[bool] = ...) -> None: ...
 
 class ReplayRequest(_message.Message):
     __slots__ = ("session", "from_seq", "to_seq")
