@@ -408,6 +408,21 @@ async fn a_session_shows_its_records_chain_audit_bundle_and_fork_tree() {
     assert_eq!(shown.status, StatusCode::OK);
     assert_eq!(shown.json["session"]["metadata"]["name"], "notes");
     assert_eq!(shown.json["session"]["exec_state"], "EXEC_COMPLETED");
+    // The echo harness keeps no incarnation once a turn ended; the session names the harness
+    // and the model its turns ran (docs/extensions.md, "Compute state" and "Harness and model").
+    assert_eq!(shown.json["session"]["compute_state"], "COMPUTE_NONE");
+    assert_eq!(shown.json["session"]["harness"], "echo");
+    assert_eq!(shown.json["session"]["model"], "echo");
+    let listed = served.get("/api/v1/sessions", "").await;
+    let row = listed.json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metadata"]["uid"] == json!(uid))
+        .cloned()
+        .unwrap();
+    assert_eq!(row["compute_state"], "COMPUTE_NONE", "{row}");
+    assert_eq!(row["model"], "echo", "{row}");
     let permissions = shown.json["permissions"].as_array().unwrap();
     for action in [
         "read", "approve", "cancel", "suspend", "resume", "fork", "delete",
@@ -600,8 +615,9 @@ async fn lifecycle_actions_suspend_resume_cancel_and_delete() {
     assert_eq!(suspended.status, StatusCode::OK, "{}", suspended.text);
     assert_eq!(suspended.json["session"]["compute_state"], "COMPUTE_COLD");
     let resumed = served.post(&format!("{base}/resume"), "", json!({})).await;
+    // Resumed, an attached harness still holds no incarnation: nothing runs.
     assert_eq!(
-        resumed.json["session"]["compute_state"], "COMPUTE_LIVE",
+        resumed.json["session"]["compute_state"], "COMPUTE_NONE",
         "{}",
         resumed.text
     );

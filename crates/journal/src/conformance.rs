@@ -20,8 +20,14 @@ use crate::record::LogRecord;
 use crate::rows::{HarnessState, ListQuery, RegisterOutcome, SessionRow};
 use crate::testing::{fill, fork_marker, fork_with_marker, input};
 
+mod compute;
 mod follow;
 mod operator_views;
+pub use compute::{
+    appends_after_a_settle_project_from_the_settled_state,
+    settled_compute_state_holds_at_its_head_until_the_log_moves,
+    settling_refuses_unknown_sessions_and_unspecified_states,
+};
 pub use follow::{
     a_fork_child_is_followed_from_its_parents_records,
     a_slow_follower_reads_what_it_missed_in_pages, follow_wakes_on_its_sessions_commits_only,
@@ -47,6 +53,9 @@ macro_rules! journal_conformance {
             invalid_timestamp_is_a_clear_error_and_nothing_appended,
             metadata_row_round_trips_and_append_creates_missing_rows,
             compute_state_follows_the_log,
+            settled_compute_state_holds_at_its_head_until_the_log_moves,
+            appends_after_a_settle_project_from_the_settled_state,
+            settling_refuses_unknown_sessions_and_unspecified_states,
             listing_pages_exactly_by_project,
             listing_refuses_bad_tokens_and_clamps_sizes,
             harness_registry_outcomes,

@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 
-use agentsessions_api::Event;
+use agentsessions_api::{ComputeState, Event};
 use async_trait::async_trait;
 
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
@@ -259,6 +259,27 @@ pub trait Journal: Send + Sync + Debug {
     /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for an active session, storage
     /// failures.
     async fn mark_reclaimed(&self, uid: &str) -> Result<()>;
+
+    /// Settles the compute projection with what the session's runtime reports: sets it to
+    /// `state` when the session's head is still `at_seq`, and returns whether it did. The
+    /// projection each append moves is what the log implies (semantics §1.7); the log cannot
+    /// say that an incarnation went away between turns (a runtime that keeps none once a turn
+    /// ends, a process that died), so the host that learns it settles it here, and listings
+    /// and gauges then read what is. When the head moved past `at_seq`, nothing changes and the
+    /// answer is `false`: the newer records' projection stands. Nothing else changes either
+    /// (no record, fence or update time); the next append moves the projection on from `state`.
+    ///
+    /// # Errors
+    /// [`SessionNotFound`](crate::JournalError::SessionNotFound) when the session has no row,
+    /// [`InvalidArgument`](crate::JournalError::InvalidArgument) for
+    /// [`ComputeState::Unspecified`](agentsessions_api::ComputeState::Unspecified), storage
+    /// failures.
+    async fn settle_compute_state(
+        &self,
+        session: &str,
+        at_seq: i64,
+        state: ComputeState,
+    ) -> Result<bool>;
 
     /// Stores a harness registration, atomically deciding its outcome.
     ///

@@ -540,6 +540,25 @@ impl Journal for MemoryJournal {
         Ok(())
     }
 
+    async fn settle_compute_state(
+        &self,
+        session: &str,
+        at_seq: i64,
+        state: ComputeState,
+    ) -> Result<bool> {
+        rules::check_settled_state(session, state)?;
+        let mut locked = self.lock();
+        let s = locked
+            .sessions
+            .get_mut(session)
+            .ok_or_else(|| JournalError::SessionNotFound(session.to_owned()))?;
+        if s.log.head().0 != at_seq {
+            return Ok(false);
+        }
+        s.compute_state = state;
+        Ok(true)
+    }
+
     async fn register_harness(
         &self,
         name: &str,

@@ -1,6 +1,6 @@
 //! The journal rules every backend shares, so the semantics cannot drift between them.
 
-use agentsessions_api::{CallerIdentity, DeletionState, Event, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Event, Timestamp};
 use rand::RngCore as _;
 
 use crate::chain::PreparedEvent;
@@ -166,6 +166,17 @@ pub fn check_reclaimable(uid: &str, deletion: &DeletionState) -> Result<()> {
     if !deletion.is_deleted() {
         return Err(JournalError::InvalidArgument(format!(
             "session {uid} is not being deleted; only a deleted session is reclaimed"
+        )));
+    }
+    Ok(())
+}
+
+/// A settled compute projection must name a state (`NONE` … `TERMINATED`).
+pub fn check_settled_state(session: &str, state: ComputeState) -> Result<()> {
+    check_session_uid(session)?;
+    if state == ComputeState::Unspecified {
+        return Err(JournalError::InvalidArgument(format!(
+            "session {session}'s compute state cannot be settled as unspecified"
         )));
     }
     Ok(())

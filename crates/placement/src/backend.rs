@@ -116,7 +116,8 @@ impl Backend {
 
 /// One harness object this process holds, as runtime and dialer at once: every session's
 /// incarnation is that object, so it keeps nothing between turns that the journal does not hold.
-/// Snapshots are journal handles (`{local: session}`); there is no compute to stop.
+/// Snapshots are journal handles (`{local: session}`); there is no compute to stop, and between
+/// turns a session has none (status NONE).
 pub struct Attached {
     harness: Arc<dyn Harness>,
     capabilities: RuntimeCapabilities,
@@ -182,8 +183,10 @@ impl Runtime for Attached {
         Ok(())
     }
 
+    /// NONE: the object keeps no incarnation for a session; it runs one only during a turn,
+    /// while the placer holds the session (docs/extensions.md, "Compute state").
     async fn status(&self, _incarnation: &Incarnation) -> agentsessions_api::Result<ComputeState> {
-        Ok(ComputeState::Live)
+        Ok(ComputeState::None)
     }
 
     fn capabilities(&self) -> RuntimeCapabilities {

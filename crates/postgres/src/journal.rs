@@ -600,6 +600,24 @@ impl Journal for PostgresJournal {
         })
     }
 
+    /// Goes through the writer like an append, so it holds the session's row while it compares
+    /// the head: an append from any host either committed before (and the head moved) or waits.
+    async fn settle_compute_state(
+        &self,
+        session: &str,
+        at_seq: i64,
+        state: ComputeState,
+    ) -> Result<bool> {
+        rules::check_settled_state(session, state)?;
+        self.send(|ack| Command::SettleCompute {
+            session: session.to_owned(),
+            at_seq,
+            state,
+            ack,
+        })
+        .await
+    }
+
     async fn register_harness(
         &self,
         name: &str,

@@ -47,8 +47,20 @@ const MAX_ATTEMPTS: u32 = 4;
 #[derive(Debug)]
 pub(crate) enum Command {
     Append(Append),
-    NewFence { session: String, ack: Ack<i64> },
-    PutSession { row: Box<EncodedRow>, ack: Ack<()> },
+    NewFence {
+        session: String,
+        ack: Ack<i64>,
+    },
+    PutSession {
+        row: Box<EncodedRow>,
+        ack: Ack<()>,
+    },
+    SettleCompute {
+        session: String,
+        at_seq: i64,
+        state: ComputeState,
+        ack: Ack<bool>,
+    },
 }
 
 impl Command {
@@ -58,6 +70,7 @@ impl Command {
             Self::Append(Append { ack, .. }) => drop(ack.send(Err(err))),
             Self::NewFence { ack, .. } => drop(ack.send(Err(err))),
             Self::PutSession { ack, .. } => drop(ack.send(Err(err))),
+            Self::SettleCompute { ack, .. } => drop(ack.send(Err(err))),
         }
     }
 }
@@ -70,6 +83,8 @@ enum Outcome {
     Appended(i64, Vec<(i64, String, String)>),
     Fence(i64),
     Put,
+    /// Whether a settle found the head it named and set the compute state.
+    Settled(bool),
     Refused(JournalError),
 }
 
@@ -275,6 +290,7 @@ fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>, now: i64) {
             }
             (Command::NewFence { ack, .. }, Outcome::Fence(fence)) => drop(ack.send(Ok(fence))),
             (Command::PutSession { ack, .. }, Outcome::Put) => drop(ack.send(Ok(()))),
+            (Command::SettleCompute { ack, .. }, Outcome::Settled(set)) => drop(ack.send(Ok(set))),
             (cmd, Outcome::Refused(err)) => cmd.fail(err),
             (cmd, other) => cmd.fail(JournalError::InvalidArgument(format!(
                 "journal writer produced {other:?} for another command"
@@ -285,7 +301,9 @@ fn acknowledge(commands: Vec<Command>, outcomes: Vec<Outcome>, now: i64) {
 
 fn session_of(cmd: &Command) -> &str {
     match cmd {
-        Command::Append(Append { session, .. }) | Command::NewFence { session, .. } => session,
+        Command::Append(Append { session, .. })
+        | Command::NewFence { session, .. }
+        | Command::SettleCompute { session, .. } => session,
         Command::PutSession { row, .. } => &row.uid,
     }
 }
@@ -321,6 +339,10 @@ async fn run_batch(
             Command::PutSession { .. } => {
                 need_row.insert(session);
                 want_link.insert(session);
+            }
+            // Only an existing row is settled; its lock orders the settle with appends.
+            Command::SettleCompute { .. } => {
+                want_head.insert(session);
             }
         }
     }
@@ -663,6 +685,20 @@ fn apply<'a>(
             slot.used = true;
             slot.changed = true;
             Outcome::Put
+        }
+        Command::SettleCompute { at_seq, state, .. } => {
+            let Some(slot) = slots.get_mut(session) else {
+                return Outcome::Refused(JournalError::SessionNotFound(session.to_owned()));
+            };
+            let head = heads.get(session).map_or(0, |(seq, _)| *seq);
+            if head != *at_seq {
+                return Outcome::Settled(false);
+            }
+            // Not the update time: an observation of the runtime is not a change of the session.
+            state.as_str().clone_into(&mut slot.row.compute_state);
+            slot.used = true;
+            slot.changed = true;
+            Outcome::Settled(true)
         }
     }
 }

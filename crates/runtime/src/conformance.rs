@@ -114,8 +114,10 @@ pub async fn fork_creates_the_child(runtime: &dyn Runtime) {
     assert_eq!(child.id, "conf-child");
 }
 
-/// Stop succeeds, also twice and for a session never created.
-pub async fn stop_is_accepted(runtime: &dyn Runtime) {
+/// Stop succeeds, also twice and for a session never created. `between_turns` is what status
+/// reports for a created incarnation while no turn runs on it: LIVE for a backend that dedicates
+/// compute to a session, NONE for one whose shared harness keeps nothing of it.
+pub async fn stop_is_accepted(runtime: &dyn Runtime, between_turns: ComputeState) {
     let inc = runtime.create(&spec("conf-stop")).await.unwrap();
     runtime.stop(&inc).await.unwrap();
     runtime.stop(&inc).await.unwrap();
@@ -124,7 +126,7 @@ pub async fn stop_is_accepted(runtime: &dyn Runtime) {
     runtime.stop(&never).await.unwrap();
     // Compute comes back on the next create.
     let again = runtime.create(&spec("conf-stop")).await.unwrap();
-    assert_eq!(runtime.status(&again).await.unwrap(), ComputeState::Live);
+    assert_eq!(runtime.status(&again).await.unwrap(), between_turns);
 }
 
 /// No memory snapshots, no CoW fork, no attestation, no GPU state.
@@ -143,12 +145,13 @@ pub async fn incarnations_are_dialable(
     assert_eq!(harness.describe().await.unwrap().id, harness_id);
 }
 
-/// Every case, in order, on one backend.
+/// Every case, in order, on one backend; `between_turns` as in [`stop_is_accepted`].
 pub async fn run_all(
     runtime: &dyn Runtime,
     dialer: &dyn HarnessDialer,
     name: &str,
     harness_id: &str,
+    between_turns: ComputeState,
 ) {
     capabilities_are_all_false(runtime);
     create_requires_a_session_uid(runtime).await;
@@ -156,6 +159,6 @@ pub async fn run_all(
     snapshots_are_replay_handles(runtime).await;
     restore_creates_the_named_session(runtime).await;
     fork_creates_the_child(runtime).await;
-    stop_is_accepted(runtime).await;
+    stop_is_accepted(runtime, between_turns).await;
     incarnations_are_dialable(runtime, dialer, harness_id).await;
 }

@@ -2,7 +2,8 @@
 //!
 //! - **In-process** ([`LocalRuntime::in_process`]): one harness object in this process, served
 //!   by one harnesswire server on `<tmpdir>/agentlocal-<pid>-<n>.sock`, started on the first
-//!   create and shared by every session. Stop is a no-op: nothing is dedicated to a session.
+//!   create and shared by every session. Stop is a no-op and status is NONE: nothing is
+//!   dedicated to a session, whose harness runs only during its turns.
 //! - **Process** ([`LocalRuntime::processes`]): one `harnessnode` process per session, each on its
 //!   own socket. Per session rather than shared, so that one session's harness crash, hang or
 //!   leak cannot touch another's, and so that stop and suspend have something real to release:
@@ -427,12 +428,14 @@ impl Runtime for LocalRuntime {
         Ok(self.release(&incarnation.id).await?)
     }
 
-    /// In-process: always LIVE. Process mode: LIVE while the session's process runs, NONE
-    /// otherwise (the next create starts one).
+    /// In-process: NONE, since nothing is dedicated to a session: the shared server runs its
+    /// harness only during a turn, which the host holds the session for, and keeps nothing of
+    /// it between turns. Process mode: LIVE while the session's process runs, NONE otherwise
+    /// (the next create starts one).
     async fn status(&self, incarnation: &Incarnation) -> ApiResult<ComputeState> {
         self.check_open()?;
         Ok(match &self.mode {
-            Mode::InProcess(_) => ComputeState::Live,
+            Mode::InProcess(_) => ComputeState::None,
             Mode::Processes(_) => match self.process_id(&incarnation.id).await {
                 Some(_) => ComputeState::Live,
                 None => ComputeState::None,

@@ -184,9 +184,11 @@ impl Runtime for RemoteRuntime {
         Ok(())
     }
 
+    /// NONE: the harness is shared, runs a session only during its turns, and this backend
+    /// keeps nothing of the session there between them.
     async fn status(&self, _incarnation: &Incarnation) -> ApiResult<ComputeState> {
         self.check_open()?;
-        Ok(ComputeState::Live)
+        Ok(ComputeState::None)
     }
 
     fn capabilities(&self) -> RuntimeCapabilities {

@@ -123,7 +123,7 @@ pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Ses
     let running = placer.is_busy(&info.row.uid);
     let tail = tail(placer, &info.row.uid, info.last_seq).await?;
     let compute = placer.session_compute(&info).await;
-    Ok(render_placed(info, &tail, running, compute))
+    Ok(render_placed(placer, info, &tail, running, compute))
 }
 
 /// A listing's Session: the journal's compute state, no runtime asked, so a page costs one tail
@@ -132,18 +132,19 @@ pub(crate) async fn render(placer: &Placer, info: SessionInfo) -> Result<pb::Ses
 /// # Errors
 /// Journal read failures.
 pub(crate) async fn render_listed(placer: &Placer, info: SessionInfo) -> Result<pb::Session> {
-    let running = placer.is_busy(&info.row.uid);
     let tail = tail(placer, &info.row.uid, info.last_seq).await?;
-    Ok(render_with(info, &tail, running))
+    Ok(render_with(placer, info, &tail))
 }
 
 /// [`render`] with the tail already read and the journal's compute state, no runtime asked.
-pub(crate) fn render_with(info: SessionInfo, tail: &Tail, running: bool) -> pb::Session {
+pub(crate) fn render_with(placer: &Placer, info: SessionInfo, tail: &Tail) -> pb::Session {
+    let running = placer.is_busy(&info.row.uid);
     let compute = SessionCompute::recorded(&info);
-    render_placed(info, tail, running, compute)
+    render_placed(placer, info, tail, running, compute)
 }
 
 fn render_placed(
+    placer: &Placer,
     info: SessionInfo,
     tail: &Tail,
     running: bool,
@@ -159,11 +160,18 @@ fn render_placed(
     };
     let row = info.row;
     let created = row.created_at;
+    // A row written before the host recorded the harness it resolved names none: its turns run
+    // on the default route (the pin rule reads it so too).
+    let harness = if row.harness.is_empty() {
+        placer.registry().default_name()
+    } else {
+        row.harness
+    };
     let session = Session {
         uid: row.uid,
         project: row.project,
         name: row.name,
-        harness: row.harness,
+        harness,
         model: row.model,
         exec,
         compute_state: compute.state,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentsessions_api::{Action, CallerIdentity, IdentityRef, Session};
+use agentsessions_api::{Action, CallerIdentity, ComputeState, IdentityRef, Session};
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
     ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, RecordFollower, SessionInfo,
@@ -100,6 +100,49 @@ impl SessionsService {
         limit: usize,
     ) -> Result<agentsessions_placement::ReclaimReport> {
         Ok(self.inner.placer.reclaim_pending(limit).await?)
+    }
+
+    /// Settles the stored compute state of this service's project's sessions that the journal
+    /// says hold compute (LIVE or WARM) but whose last turn ended (docs/extensions.md, "Compute
+    /// state"): rows stored before their host settled at each turn's end, or whose incarnation
+    /// went away since. A host runs it once at startup. Reads at most `pages` pages of the
+    /// listing (of 500); returns how many sessions it changed.
+    ///
+    /// # Errors
+    /// Listing the sessions failed; a session that cannot be settled is skipped.
+    pub async fn settle_idle_compute(&self, pages: usize) -> Result<usize> {
+        let placer = &self.inner.placer;
+        let mut settled = 0;
+        let mut token = String::new();
+        for _ in 0..pages {
+            let page = self
+                .inner
+                .journal
+                .list_sessions(ListQuery {
+                    project: self.inner.project.clone(),
+                    page_size: 500,
+                    page_token: token,
+                    owner: None,
+                })
+                .await?;
+            for info in &page.sessions {
+                if !matches!(info.compute_state, ComputeState::Live | ComputeState::Warm) {
+                    continue;
+                }
+                match placer.settle_idle_compute(&info.row.uid).await {
+                    Ok(true) => settled += 1,
+                    Ok(false) => {}
+                    Err(err) => {
+                        tracing::debug!(session_uid = %info.row.uid, error = %err, "compute state not settled");
+                    }
+                }
+            }
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            token = page.next_page_token;
+        }
+        Ok(settled)
     }
 
     /// Names of the served harnesses and the default one.
@@ -207,6 +250,15 @@ impl Inner {
         Ok(tail)
     }
 
+    /// Settles the journal's compute state with the runtime once an operation on `uid` ended
+    /// (docs/extensions.md, "Compute state"). A failure costs only the listing's freshness, not
+    /// the call: a Get still asks the runtime.
+    async fn settle_compute(&self, uid: &str) {
+        if let Err(err) = self.placer.settle_compute(uid).await {
+            tracing::debug!(session_uid = uid, error = %err, "compute state not settled");
+        }
+    }
+
     async fn rendered(&self, uid: &str) -> Result<pb::Session> {
         self.rendered_info(self.info(uid).await?).await
     }
@@ -216,7 +268,10 @@ impl Inner {
     }
 
     /// Creates session `uid` owned by `owner` exactly as CreateSession does (semantics §2.2
-    /// step 1, §7.3). The owner is the verified caller, never a request field.
+    /// step 1, §7.3). The owner is the verified caller, never a request field. The row records
+    /// the harness the host resolved (the default route's name when none was asked for) and,
+    /// when the caller named no model, the model its turns resolve to
+    /// ([`Placer::default_model`](agentsessions_placement::Placer::default_model)).
     async fn create(&self, uid: String, session: Session, owner: CallerIdentity) -> Result<String> {
         let route = self.placer.registry().resolve(&session.harness)?;
         if route.source == Source::Registered
@@ -230,13 +285,18 @@ impl Inner {
         } else {
             session.project
         };
+        let model = if session.model.is_empty() {
+            self.placer.default_model(&route).await
+        } else {
+            session.model
+        };
         self.journal
             .put_session(SessionRow {
                 uid: uid.clone(),
                 project,
                 name: session.name,
-                harness: session.harness,
-                model: session.model,
+                harness: route.name,
+                model,
                 labels: session.labels,
                 annotations: session.annotations,
                 origin: session.origin,
@@ -324,7 +384,7 @@ impl Inner {
         let tail = self.live_tail(&info).await?;
         // The session frame goes first, before anything can refuse the turn, so even a failed
         // turn tells the client which session it was on (semantics §2.2 step 5).
-        let first = render_with(info.clone(), &tail, self.placer.is_busy(&uid));
+        let first = render_with(&self.placer, info.clone(), &tail);
         feed.send(Update::Session(first)).await;
         // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
         let recovery = order.turn.inputs.is_empty() && {
@@ -366,6 +426,8 @@ impl Inner {
             }
         };
         let outcome = feed.follow(self.journal.as_ref(), &uid, turn).await;
+        // The turn is over: what its runtime kept of it is the session's compute now.
+        self.settle_compute(&uid).await;
         match outcome {
             Ok(()) if !recovery => Ok(()),
             Err(err) if !err.is_park() => Err(err.into()),
@@ -570,6 +632,7 @@ impl Inner {
             })
             .await;
         drop(admitted);
+        self.settle_compute(&uid).await;
         match resumed {
             // Waiting for a decision: the paused session is the answer (semantics §4.3 step 3).
             Err(e) if !e.is_park() => return Err(e.into()),

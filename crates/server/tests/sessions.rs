@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentsessions_api::{
-    Descriptor, EventSink, Harness, Message, RuntimeCapabilities, Start, ToolCall, ToolResult,
+    ComputeState, Descriptor, EventSink, Harness, Message, RuntimeCapabilities, Start, ToolCall,
+    ToolResult,
 };
 use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::{CounterHarness, EchoHarness};
@@ -153,6 +154,22 @@ fn session_uid(frames: &[Update]) -> String {
     }
 }
 
+/// `uid` as ListSessions shows it (the journal's state; no runtime asked).
+async fn listed(client: &mut Client, uid: &str) -> pb::Session {
+    client
+        .list_sessions(pb::ListSessionsRequest {
+            page_size: 500,
+            ..pb::ListSessionsRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions
+        .into_iter()
+        .find(|s| s.metadata.as_ref().is_some_and(|m| m.uid == uid))
+        .unwrap()
+}
+
 async fn get(client: &mut Client, uid: &str) -> pb::Session {
     client
         .get_session(pb::GetSessionRequest { uid: uid.into() })
@@ -186,7 +203,9 @@ fn lifecycle_kind(record: &pb::LogRecord) -> i32 {
 }
 
 // semantics §2.1/§2.2: an empty session auto-creates; the session frame comes first, then the
-// turn's records in order; the session then reads COMPLETED and LIVE.
+// turn's records in order; the session then reads COMPLETED, and NONE in Get and in the listing
+// alike: an attached harness keeps no incarnation once the turn ended (docs/extensions.md,
+// "Compute state"). The session records the harness the host resolved and the model it calls.
 #[tokio::test]
 async fn exec_creates_a_session_and_streams_the_turn() {
     let mut s = start().await;
@@ -208,8 +227,25 @@ async fn exec_creates_a_session_and_streams_the_turn() {
     let session = get(&mut s.client, &uid).await;
     assert_eq!(session.last_seq, 5);
     assert_eq!(session.exec_state(), pb::ExecState::ExecCompleted);
-    assert_eq!(session.compute_state(), pb::ComputeState::ComputeLive);
+    assert_eq!(session.compute_state(), pb::ComputeState::ComputeNone);
+    assert_eq!(
+        (session.harness.as_str(), session.model.as_str()),
+        ("echo", "echo")
+    );
     assert_eq!(session.metadata.unwrap().project, "default");
+    let row = s.journal.session_info(&uid).await.unwrap();
+    assert_eq!(
+        (
+            row.row.harness.as_str(),
+            row.row.model.as_str(),
+            row.compute_state
+        ),
+        ("echo", "echo", ComputeState::None),
+        "stored in the session's row"
+    );
+    let in_list = listed(&mut s.client, &uid).await;
+    assert_eq!(in_list.compute_state(), pb::ComputeState::ComputeNone);
+    assert_eq!(in_list.harness, "echo");
 
     // A second turn at the right cursor; replay windows.
     let mut second = exec_request(&uid, "again");
@@ -411,7 +447,8 @@ async fn fork_refuses_bad_requests() {
     assert_eq!(s.journal.head(&uid).await.unwrap(), 5);
 }
 
-// semantics §4.2/§4.3: suspend records SUSPEND (COLD), resume records RESUME (LIVE).
+// semantics §4.2/§4.3: suspend records SUSPEND (COLD), resume records RESUME; once resumed, an
+// attached harness holds no incarnation, so Get and the listing read NONE.
 #[tokio::test]
 async fn suspend_then_resume() {
     let mut s = start().await;
@@ -427,6 +464,14 @@ async fn suspend_then_resume() {
         .into_inner();
     assert_eq!(suspended.compute_state(), pb::ComputeState::ComputeCold);
     assert_eq!(suspended.last_seq, 6);
+    assert_eq!(
+        listed(&mut s.client, &uid).await.compute_state(),
+        pb::ComputeState::ComputeCold
+    );
+    assert_eq!(
+        get(&mut s.client, &uid).await.compute_state(),
+        pb::ComputeState::ComputeCold
+    );
     let resumed = s
         .client
         .resume(pb::ResumeRequest {
@@ -436,7 +481,11 @@ async fn suspend_then_resume() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeLive);
+    assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeNone);
+    assert_eq!(
+        listed(&mut s.client, &uid).await.compute_state(),
+        pb::ComputeState::ComputeNone
+    );
     let records = replay(&mut s.client, &uid, 6, 0).await;
     assert_eq!(
         records.iter().map(lifecycle_kind).collect::<Vec<_>>(),
@@ -859,8 +908,8 @@ async fn resume_uses_the_harness_the_turn_recorded() {
     assert_ne!(status.code(), Code::Ok, "the first run breaks");
     assert_eq!(
         get(&mut client, &uid).await.harness,
-        "",
-        "the session keeps its default"
+        "echo",
+        "the session keeps its default, recorded by name"
     );
     let resumed = client
         .resume(pb::ResumeRequest {
@@ -879,7 +928,7 @@ async fn resume_uses_the_harness_the_turn_recorded() {
         ends, 1,
         "the interrupted turn completed on the harness it started on"
     );
-    assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeLive);
+    assert_eq!(resumed.compute_state(), pb::ComputeState::ComputeNone);
 }
 
 /// Asks the model once, then hangs (first life) or finishes (second life): a harness process

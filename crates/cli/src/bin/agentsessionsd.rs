@@ -247,6 +247,9 @@ fn serve_options(
     })
 }
 
+/// Listing pages (of 500 sessions) the startup settle of idle compute reads.
+const SETTLE_PAGES: usize = 200;
+
 /// Sessions released per reclaimer pass; the rest wait for the next one.
 const RECLAIM_BATCH: usize = 1_000;
 
@@ -290,6 +293,7 @@ enum Task {
     Sessions,
     Registry,
     Reclaimer,
+    SettleCompute,
     McpHealth,
     Http,
 }
@@ -618,6 +622,22 @@ async fn serve(
             (Task::Reclaimer, Ok(()))
         });
     }
+    // Rows whose turns ended before their host settled the compute state at each turn's end
+    // (or whose incarnation went away since) read what their runtime reports from now on
+    // (docs/extensions.md, "Compute state").
+    let settling = assembled.service.clone();
+    tasks.spawn(async move {
+        match settling.settle_idle_compute(SETTLE_PAGES).await {
+            Ok(0) => {}
+            Ok(settled) => {
+                tracing::info!(component = "placement", settled, "idle sessions' compute state settled");
+            }
+            Err(e) => {
+                tracing::warn!(component = "placement", error = %e, "settling idle sessions' compute state failed");
+            }
+        }
+        (Task::SettleCompute, Ok(()))
+    });
     if let Some(hub) = mcp {
         let report = report_mcp_health(hub, health, stopping.clone());
         tasks.spawn(async move {

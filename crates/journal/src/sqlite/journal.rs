@@ -1,7 +1,7 @@
 //! The [`Journal`] trait over the SQLite file: writes go to the writer thread as commands,
 //! reads run on the pooled read connections.
 
-use agentsessions_api::{CallerIdentity, Event, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, Event, Timestamp};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension as _, params};
 
@@ -264,6 +264,23 @@ impl Journal for SqliteJournal {
     async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
         let uid = uid.to_owned();
         self.send(|ack| Command::MarkReclaimed { uid, ack }).await
+    }
+
+    async fn settle_compute_state(
+        &self,
+        session: &str,
+        at_seq: i64,
+        state: ComputeState,
+    ) -> Result<bool> {
+        rules::check_settled_state(session, state)?;
+        let session = session.to_owned();
+        self.send(|ack| Command::SettleCompute {
+            session,
+            at_seq,
+            state,
+            ack,
+        })
+        .await
     }
 
     async fn register_harness(

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentsessions_api::Event;
+use agentsessions_api::{ComputeState, Event};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
@@ -238,6 +238,17 @@ impl Journal for Instrumented {
 
     async fn mark_reclaimed(&self, uid: &str) -> Result<()> {
         self.inner.mark_reclaimed(uid).await
+    }
+
+    async fn settle_compute_state(
+        &self,
+        session: &str,
+        at_seq: i64,
+        state: ComputeState,
+    ) -> Result<bool> {
+        self.inner
+            .settle_compute_state(session, at_seq, state)
+            .await
     }
 
     async fn register_harness(

@@ -67,6 +67,34 @@ impl Placer {
         Ok(descriptor)
     }
 
+    /// The model the turns of a session on `route` resolve to, for the session's row (semantics
+    /// §1.6, extensions §4): the model policy's default, which every turn journals as its
+    /// EXECUTION_START's `model` and hands the harness; without a policy, the one model the
+    /// route's descriptor declares (the model that harness calls). Empty when neither says: no
+    /// policy and a descriptor declaring none or several, or a harness that does not describe
+    /// itself in time (nothing is refused here; admission refuses at the turn).
+    pub async fn default_model(&self, route: &Route) -> String {
+        if let Some(policy) = &self.settings.policy
+            && let Ok(model) = policy.resolve("")
+        {
+            return model;
+        }
+        let described = match &route.backend.source {
+            DescriptorSource::Declared(d) => Ok(d.clone()),
+            DescriptorSource::Probe(h) => describe_within(h.as_ref(), None).await,
+        };
+        match described {
+            Ok(descriptor) => match descriptor.models.as_slice() {
+                [model] => model.clone(),
+                _ => String::new(),
+            },
+            Err(failure) => {
+                tracing::debug!(harness = %route.name, error = %failure.into_api_error(), "no descriptor to take a session's model from");
+                String::new()
+            }
+        }
+    }
+
     /// Dials the incarnation and repeats the gate on the dialed harness (the live re-check).
     pub(super) async fn dial(
         &self,

@@ -24,7 +24,14 @@ fn echo_runtime() -> LocalRuntime {
 #[tokio::test]
 async fn in_process_runtime_keeps_the_runtime_contract() {
     let runtime = echo_runtime();
-    conformance::run_all(&runtime, &WireDialer::new(), "local", "echo").await;
+    conformance::run_all(
+        &runtime,
+        &WireDialer::new(),
+        "local",
+        "echo",
+        ComputeState::None,
+    )
+    .await;
     runtime.close().await;
 }
 
@@ -49,7 +56,8 @@ async fn sessions_share_one_lazily_started_server() {
         a.worker
     );
     assert_eq!(a.runtime, "local");
-    assert_eq!(runtime.status(&a).await.unwrap(), ComputeState::Live);
+    // Nothing is dedicated to a session: no incarnation outlives a turn.
+    assert_eq!(runtime.status(&a).await.unwrap(), ComputeState::None);
     assert!(!runtime.describes_live_harness());
     assert_eq!(runtime.describe().await.unwrap().id, "echo");
 

@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use agentsessions_api::{ApiError, HarnessDialer, Incarnation, Runtime, SessionSpec, StatusCode};
+use agentsessions_api::{
+    ApiError, ComputeState, HarnessDialer, Incarnation, Runtime, SessionSpec, StatusCode,
+};
 use agentsessions_harnesses::EchoHarness;
 use agentsessions_harnesswire::{HarnessService, serve_tcp_listener};
 use agentsessions_runtime::{RemoteRuntime, RuntimeError, WireDialer, conformance};
@@ -32,7 +34,14 @@ async fn serve_echo() -> (String, oneshot::Sender<()>) {
 async fn remote_runtime_keeps_the_runtime_contract() {
     let (address, _stop) = serve_echo().await;
     let runtime = RemoteRuntime::new(&address).unwrap();
-    conformance::run_all(&runtime, &WireDialer::new(), "remote", "echo").await;
+    conformance::run_all(
+        &runtime,
+        &WireDialer::new(),
+        "remote",
+        "echo",
+        ComputeState::None,
+    )
+    .await;
     let inc = runtime
         .create(&SessionSpec {
             session_uid: "s".into(),

@@ -48,8 +48,8 @@ use self::outcome::{Ack, Done, Failure, fail_command, failed};
 pub(crate) use self::statements::is_reserved;
 use self::statements::{
     ForkedColumns, atomically, fork_parent_columns, insert_fork_child, insert_records, load_head,
-    mark_reclaimed, new_fence, put_session, register, reserve, retire, session_taken,
-    touch_session_rows,
+    mark_reclaimed, new_fence, put_session, register, reserve, retire, session_has_row,
+    session_taken, set_compute_state, touch_session_rows,
 };
 use self::sync::{Batch, sync_failed};
 pub(crate) use self::sync::{Syncer, Watermark};
@@ -105,6 +105,12 @@ pub(crate) enum Command {
     MarkReclaimed {
         uid: String,
         ack: Ack<()>,
+    },
+    SettleCompute {
+        session: String,
+        at_seq: i64,
+        state: ComputeState,
+        ack: Ack<bool>,
     },
 }
 
@@ -407,7 +413,28 @@ impl Writer {
             }
             Command::Reserve { names, ack } => Done::Unit(ack, reserve(conn, &names, now)),
             Command::MarkReclaimed { uid, ack } => Done::Unit(ack, mark_reclaimed(conn, &uid, now)),
+            Command::SettleCompute {
+                session,
+                at_seq,
+                state,
+                ack,
+            } => Done::Flag(ack, self.settle_compute(&session, at_seq, state)),
         }
+    }
+
+    /// Sets the session's compute projection to `state` when its head is still `at_seq`, and
+    /// keeps the cached head's state in step for the batch's later appends.
+    fn settle_compute(&mut self, session: &str, at_seq: i64, state: ComputeState) -> Result<bool> {
+        if !session_has_row(&self.conn, session)? {
+            return Err(JournalError::SessionNotFound(session.to_owned()));
+        }
+        let head = cached_head(&mut self.heads, &self.conn, session)?;
+        if head.seq != at_seq {
+            return Ok(false);
+        }
+        set_compute_state(&self.conn, session, state)?;
+        head.state = state;
+        Ok(true)
     }
 
     /// An append with the writer's `fence`, or (`None`) one that mints the next fence in the same

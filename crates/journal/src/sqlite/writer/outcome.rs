@@ -16,6 +16,7 @@ pub(super) enum Done {
     Committed(Ack<Vec<LogRecord>>, Result<Vec<LogRecord>>),
     Fence(Ack<i64>, Result<i64>),
     Unit(Ack<()>, Result<()>),
+    Flag(Ack<bool>, Result<bool>),
     Register(
         Ack<(HarnessRow, RegisterOutcome)>,
         Result<(HarnessRow, RegisterOutcome)>,
@@ -30,6 +31,7 @@ impl Done {
             Self::Append(ack, r) | Self::Committed(ack, r) => drop(ack.send(r)),
             Self::Fence(ack, r) => drop(ack.send(r)),
             Self::Unit(ack, r) => drop(ack.send(r)),
+            Self::Flag(ack, r) => drop(ack.send(r)),
             Self::Register(ack, r) => drop(ack.send(r)),
             Self::Harness(ack, r) => drop(ack.send(r)),
         }
@@ -40,6 +42,7 @@ impl Done {
             Self::Append(ack, _) | Self::Committed(ack, _) => drop(ack.send(Err(err()))),
             Self::Fence(ack, _) => drop(ack.send(Err(err()))),
             Self::Unit(ack, _) => drop(ack.send(Err(err()))),
+            Self::Flag(ack, _) => drop(ack.send(Err(err()))),
             Self::Register(ack, _) => drop(ack.send(Err(err()))),
             Self::Harness(ack, _) => drop(ack.send(Err(err()))),
         }
@@ -54,7 +57,7 @@ impl Done {
     pub(super) fn storage_failure(&self) -> Option<Failure> {
         let err = match self {
             Self::Append(_, Err(e)) | Self::Committed(_, Err(e)) => e,
-            Self::Fence(_, Err(e)) | Self::Unit(_, Err(e)) => e,
+            Self::Fence(_, Err(e)) | Self::Unit(_, Err(e)) | Self::Flag(_, Err(e)) => e,
             Self::Register(_, Err(e)) | Self::Harness(_, Err(e)) => e,
             _ => return None,
         };
@@ -99,6 +102,7 @@ pub(super) fn failed(cmd: Command, e: JournalError) -> Done {
         Command::PutSession { ack, .. }
         | Command::Reserve { ack, .. }
         | Command::MarkReclaimed { ack, .. } => Done::Unit(ack, Err(e)),
+        Command::SettleCompute { ack, .. } => Done::Flag(ack, Err(e)),
         Command::Register { ack, .. } => Done::Register(ack, Err(e)),
         Command::Retire { ack, .. } => Done::Harness(ack, Err(e)),
     }
@@ -113,6 +117,7 @@ pub(super) fn fail_command(cmd: Command, err: impl Fn() -> JournalError) {
         | Command::MarkReclaimed { ack, .. } => {
             drop(ack.send(Err(err())));
         }
+        Command::SettleCompute { ack, .. } => drop(ack.send(Err(err()))),
         Command::Register { ack, .. } => drop(ack.send(Err(err()))),
         Command::Retire { ack, .. } => drop(ack.send(Err(err()))),
     }

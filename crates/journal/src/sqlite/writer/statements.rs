@@ -472,6 +472,26 @@ pub(super) fn mark_reclaimed(conn: &Connection, uid: &str, now: i64) -> Result<(
     Ok(())
 }
 
+pub(super) fn session_has_row(conn: &Connection, session: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE session = ?1")?
+        .query_row([session], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Sets the compute projection alone: not the update time, which says when the session last
+/// changed, and an observation of its runtime is not a change.
+pub(super) fn set_compute_state(
+    conn: &Connection,
+    session: &str,
+    state: ComputeState,
+) -> Result<()> {
+    conn.prepare_cached("UPDATE sessions SET compute_state = ?2 WHERE session = ?1")?
+        .execute(params![session, state.as_str()])?;
+    Ok(())
+}
+
 pub(super) fn load_harness(conn: &Connection, name: &str) -> Result<Option<HarnessRow>> {
     Ok(conn
         .prepare_cached(&format!(
