@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use crate::identity::DelegatedIdentity;
 use crate::models::{ModelRouter, configured_model, model_policy};
+use crate::redaction::host_redactor;
 
 /// Why a host could not be assembled. Each names the setting to fix.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +67,9 @@ pub enum HostError {
     /// The `[[mcp_servers]]` settings are invalid, or the tool-call ledger cannot be opened.
     #[error(transparent)]
     Mcp(#[from] agentsessions_mcp::McpError),
+    /// A `[redaction]` pattern is not a regular expression.
+    #[error("[redaction]: {0}")]
+    Redaction(#[from] agentsessions_api::redaction::PatternError),
     /// The `[runtime.microvm]` settings cannot run VMs.
     #[error("[runtime.microvm]: {0}")]
     Microvm(#[from] agentsessions_microvm::MicrovmError),
@@ -153,6 +157,9 @@ pub struct HostConfig {
     /// Overload limits (`[limits]` in the file; see RELIABILITY.md): concurrent turns, open
     /// streams and message size, each refused past its limit with `RESOURCE_EXHAUSTED`.
     pub limits: agentsessions_server::Limits,
+    /// Patterns and further variables whose values are taken out of every record before it is
+    /// journaled (`[redaction]` in the file; see `docs/security.md`, "Redaction").
+    pub redaction: crate::redaction::RedactionSettings,
 }
 
 /// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal
@@ -186,7 +193,7 @@ pub async fn start_mcp(
         return Ok(None);
     }
     agentsessions_mcp::validate_all(&config.mcp_servers, identity.is_some())?;
-    let ledger = ToolLedger::open(mcp_ledger_path(config))?;
+    let ledger = open_ledger(config, identity)?;
     let tokens = identity.map(|identity| Arc::clone(&identity.tokens));
     let hub = McpHub::start_with_tokens(
         config.mcp_servers.clone(),
@@ -195,6 +202,44 @@ pub async fn start_mcp(
         tokens,
     )
     .await?;
+    Ok(Some(Arc::new(hub)))
+}
+
+/// The tool-call ledger at [`mcp_ledger_path`], storing outcomes without the host's secrets (the
+/// identity's redactor, which also knows the tokens it mints).
+fn open_ledger(
+    config: &HostConfig,
+    identity: Option<&DelegatedIdentity>,
+) -> Result<ToolLedger, HostError> {
+    let redactor = match identity {
+        Some(identity) => Arc::clone(&identity.redactor),
+        None => host_redactor(config, &|name| std::env::var(name).ok())?,
+    };
+    Ok(ToolLedger::open(mcp_ledger_path(config))?.with_redactor(redactor))
+}
+
+/// [`start_mcp`] without waiting: the servers connect in the background (each reports
+/// `Starting`, then up or down) and their tools are offered once they are up, so the daemon
+/// serves at once whatever its MCP servers do. Call it within a tokio runtime.
+///
+/// # Errors
+/// As [`start_mcp`].
+pub fn launch_mcp(
+    config: &HostConfig,
+    identity: Option<&DelegatedIdentity>,
+) -> Result<Option<Arc<McpHub>>, HostError> {
+    if config.mcp_servers.is_empty() {
+        return Ok(None);
+    }
+    agentsessions_mcp::validate_all(&config.mcp_servers, identity.is_some())?;
+    let ledger = open_ledger(config, identity)?;
+    let tokens = identity.map(|identity| Arc::clone(&identity.tokens));
+    let hub = McpHub::launch_with_tokens(
+        config.mcp_servers.clone(),
+        ledger,
+        McpHubOptions::default(),
+        tokens,
+    )?;
     Ok(Some(Arc::new(hub)))
 }
 
@@ -210,8 +255,14 @@ pub fn host_identity(
     config: &HostConfig,
 ) -> Result<Option<DelegatedIdentity>, HostError> {
     let authorizer = config.auth.authorizer()?;
-    crate::identity::delegated_identity(config.identity.as_ref(), authorizer, Arc::clone(journal))
-        .map_err(HostError::Identity)
+    let redactor = host_redactor(config, &|name| std::env::var(name).ok())?;
+    crate::identity::delegated_identity(
+        config.identity.as_ref(),
+        authorizer,
+        Arc::clone(journal),
+        redactor,
+    )
+    .map_err(HostError::Identity)
 }
 
 /// Redacts the password of a URL-like journal address for messages.
@@ -380,8 +431,14 @@ pub fn build_service_with_tools(
         None => (None, "offline echo model".to_owned()),
     };
     let router = Arc::new(ModelRouter::new(provider));
+    // One redactor for the turns and the issuer, so a token minted for a tool is redacted too.
+    let redactor = match &identity {
+        Some(identity) => Arc::clone(&identity.redactor),
+        None => host_redactor(config, &|name| std::env::var(name).ok())?,
+    };
     let mut builder = ServerBuilder::new(Arc::clone(&journal), router)
         .limits(config.limits)
+        .redactor(redactor)
         .harness("echo", Arc::new(EchoHarness::new()), none)
         .default_harness("echo");
     if let Some(hub) = &mcp {

@@ -193,7 +193,9 @@ fn start(dir: &Path, config: &Path) -> Daemon {
         .current_dir(dir)
         .env(KEY_VARIABLE, "stub-key")
         .stderr(Stdio::null());
-    Daemon::spawn(command, false)
+    let daemon = Daemon::spawn(command, false);
+    daemon.wait_for_mcp(&["fixture"]);
+    daemon
 }
 
 /// A daemon config: the stub model, and the fixture server with `approval`.
@@ -519,6 +521,7 @@ fn a_third_party_mcp_server_answers_the_model() {
                 approval = \"never\"\n";
     let config = write_config(d, &model, "\"never\"", time);
     let daemon = start(d, &config);
+    daemon.wait_for_mcp(&["time"]);
     let out = daemon.ok(&[
         "exec",
         "--harness",

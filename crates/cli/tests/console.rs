@@ -94,7 +94,9 @@ fn start(dir: &Path, extra: &str) -> (Daemon, String) {
         .arg(&config)
         .current_dir(dir)
         .stderr(Stdio::null());
-    Daemon::spawn_with_http(command)
+    let (daemon, http) = Daemon::spawn_with_http(command);
+    daemon.wait_for_mcp(&["fixture"]);
+    (daemon, http)
 }
 
 /// A chromedriver on a free port and a headless Chromium session through it; both end when

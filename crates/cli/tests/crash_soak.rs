@@ -145,7 +145,9 @@ fn start(dir: &Path, config: &Path, journal: &JournalKind) -> Daemon {
         .args(journal.args())
         .env("RUST_LOG", "warn")
         .stderr(Stdio::from(log));
-    Daemon::spawn(command, false)
+    let daemon = Daemon::spawn(command, false);
+    daemon.wait_for_mcp(&["counter"]);
+    daemon
 }
 
 /// Runs turns on `session` until `stop`; each record received is acknowledged.

@@ -171,6 +171,12 @@ async fn https_with_client_certificates_reads_and_approves_as_the_certificate_na
         count = d.join("count").display(),
     );
     let daemon = tls_daemon(d, &config);
+    let (cert, key) = ca.client(ALICE);
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca.pem))
+        .identity(tonic::transport::Identity::from_pem(cert, key))
+        .domain_name("localhost");
+    common::mcp_up(format!("https://{}", daemon.addr), Some(tls), &["fixture"]).await;
     let ca_path = d.join("ca.pem");
     let ca_path = ca_path.to_str().unwrap();
     // Turns over gRPC with the same certificates: alice's parks on its approval.

@@ -46,7 +46,16 @@ fn the_daemon_starts_its_mcp_servers_and_stops_them_with_itself() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(line.starts_with("agentsessionsd listening on "), "{line:?}");
+    let addr = line
+        .trim()
+        .strip_prefix("agentsessionsd listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    // The daemon serves at once; the server connects in the background.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(common::mcp_up(format!("http://{addr}"), None, &["time"]));
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

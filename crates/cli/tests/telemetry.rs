@@ -403,6 +403,7 @@ fn a_turn_is_one_trace_with_genai_spans_over_otlp_grpc() {
         &format!("otlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\""),
     );
     let daemon = start(d, &config, &[]);
+    daemon.wait_for_mcp(&["fixture"]);
 
     let out = daemon.ok(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     assert!(out.contains("END  COMPLETED"), "{out}");
@@ -760,6 +761,7 @@ fn an_mcp_server_over_http_receives_the_tool_calls_trace_context() {
     )
     .unwrap();
     let daemon = start(d, &config, &[]);
+    daemon.wait_for_mcp(&["web"]);
     let out = daemon.ok(&["exec", "--harness", "chat", "call", "web__ping", "{}"]);
     assert!(out.contains("END  COMPLETED"), "{out}");
     assert!(out.contains("pong"), "the tool answered: {out}");
@@ -824,6 +826,7 @@ fn replayed_model_calls_are_marked_and_carry_no_provider_latency() {
         &format!("otlp_endpoint = \"{endpoint}\"\notlp_protocol = \"grpc\""),
     );
     let daemon = start(d, &config, &[]);
+    daemon.wait_for_mcp(&["fixture"]);
     let parked = daemon.ctl(&["exec", "--harness", "chat", "call", "fixture__count", "{}"]);
     let parked = String::from_utf8_lossy(&parked.stdout).into_owned();
     assert!(parked.contains("APPROVAL_REQUEST"), "{parked}");

@@ -23,7 +23,7 @@ pub use self::replay::ReplayReport;
 use crate::approval::{ApprovalScan, DecisionAdmission, ResumeStep};
 use crate::effects::Recorded;
 use crate::error::{ControllerError, Result};
-use crate::hooks::{Cancellations, IdSource, Observer, ToolExecutor};
+use crate::hooks::{Cancellations, IdSource, Interruption, Observer, ToolExecutor};
 use crate::legacy::legacy_execution_id;
 use crate::log::{Execution, check_identity, history_for, legacy_tail, needs_identity_check};
 use crate::settings::TurnSettings;
@@ -480,7 +480,8 @@ impl Controller {
         Ok(outcome)
     }
 
-    /// Runs the harness until it returns, the execution is cancelled, or the deadline passes.
+    /// Runs the harness until it returns, the execution is cancelled or interrupted by the host's
+    /// shutdown, or the deadline passes.
     async fn drive(&self, start: &Start, sink: &Sink, deadline: Option<SystemTime>) -> RunEnd {
         let mut guard = self.settings.cancellations.register(&start.execution_id);
         let sleep = async {
@@ -491,7 +492,10 @@ impl Controller {
         };
         tokio::select! {
             result = self.harness.run(start, sink) => RunEnd::Finished(result),
-            Ok(reason) = &mut guard.cancelled => RunEnd::Cancelled(reason),
+            Ok(interruption) = &mut guard.cancelled => match interruption {
+                Interruption::Cancelled(reason) => RunEnd::Cancelled(reason),
+                Interruption::HostStopping => RunEnd::HostStopping,
+            },
             () = sleep => RunEnd::DeadlineExceeded,
         }
     }

@@ -181,6 +181,12 @@ pub enum ControllerError {
     #[error("execution deadline exceeded")]
     DeadlineExceeded,
 
+    /// The host began shutting down while the turn ran
+    /// ([`crate::Cancellations::interrupt_all`]): it stopped where it was, its ERROR note says
+    /// so, and a Resume (on this host once it is back, or on another) continues it.
+    #[error("host shutting down; resume to continue")]
+    HostShuttingDown,
+
     /// A sink call after the run returned.
     #[error("sink closed")]
     SinkClosed,
@@ -221,6 +227,8 @@ impl ControllerError {
             }
             Self::Cancelled { .. } => StatusCode::Cancelled,
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
+            // Retryable: a Resume once a host serves again continues the turn.
+            Self::HostShuttingDown => StatusCode::Unavailable,
             Self::Parked(_) => StatusCode::Ok,
             Self::ModelFailed(e) => e.status_code(),
             // semantics §2.8: a harness Run error (a provider error among them) is INTERNAL
@@ -269,6 +277,7 @@ impl ControllerError {
             | Self::MissingSessionUid
             | Self::InvalidModelPolicy(_)
             | Self::DeadlineExceeded
+            | Self::HostShuttingDown
             | Self::SinkClosed => ApiError::status(self.status_code(), self.to_string()),
         }
     }
@@ -288,6 +297,7 @@ impl ControllerError {
             Self::UnmediatedToolCall { .. } => "unmediated_tool_call",
             Self::Cancelled { .. } => "canceled",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::HostShuttingDown => code_kind(StatusCode::Unavailable),
             Self::HarnessDescribeFailed(_)
             | Self::ApprovalBlocked { .. }
             | Self::ApprovalUnavailable
@@ -580,6 +590,8 @@ mod tests {
                 "deadline_exceeded",
             ),
             (E::SinkClosed, C::Internal, "operation_failed"),
+            // A turn the host's shutdown stopped is resumable: retry (Resume) later.
+            (E::HostShuttingDown, C::Unavailable, "unavailable"),
         ]
     }
 

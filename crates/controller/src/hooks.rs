@@ -127,11 +127,30 @@ impl IdSource for RandomIds {
     }
 }
 
+/// What stops a running execution before its harness returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Interruption {
+    /// A Cancel, with its reason: the turn ends CANCELED.
+    Cancelled(String),
+    /// The host is shutting down: the turn stops where it is, an ERROR note says why, and a
+    /// Resume continues it.
+    HostStopping,
+}
+
 /// The running executions of this host, by execution id, so a `Cancel` can reach the turn that
-/// owns one. Cheap to clone; share one per host.
+/// owns one, and a host that shuts down can stop them all ([`Cancellations::interrupt_all`]).
+/// Cheap to clone; share one per host.
 #[derive(Debug, Clone, Default)]
 pub struct Cancellations {
-    running: Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>,
+    running: Arc<Mutex<Running>>,
+}
+
+#[derive(Debug, Default)]
+struct Running {
+    executions: HashMap<String, oneshot::Sender<Interruption>>,
+    /// Set by [`Cancellations::interrupt_all`]: an execution registered later is interrupted
+    /// at once.
+    stopping: bool,
 }
 
 /// Held by a running execution; unregisters it when dropped.
@@ -139,24 +158,30 @@ pub struct Cancellations {
 pub(crate) struct CancelGuard {
     registry: Cancellations,
     execution_id: String,
-    pub(crate) cancelled: oneshot::Receiver<String>,
+    pub(crate) cancelled: oneshot::Receiver<Interruption>,
 }
 
 impl Drop for CancelGuard {
     fn drop(&mut self) {
-        self.registry.lock().remove(&self.execution_id);
+        self.registry.lock().executions.remove(&self.execution_id);
     }
 }
 
 impl Cancellations {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<String>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
         // The map holds plain senders; a panic elsewhere cannot leave it inconsistent.
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn register(&self, execution_id: &str) -> CancelGuard {
         let (tx, rx) = oneshot::channel();
-        self.lock().insert(execution_id.to_owned(), tx);
+        let mut running = self.lock();
+        if running.stopping {
+            let _receiver_is_ours = tx.send(Interruption::HostStopping);
+        } else {
+            running.executions.insert(execution_id.to_owned(), tx);
+        }
+        drop(running);
         CancelGuard {
             registry: self.clone(),
             execution_id: execution_id.to_owned(),
@@ -167,15 +192,32 @@ impl Cancellations {
     /// Asks the running execution `execution_id` to stop with `reason`. Returns false when no
     /// execution with that id is running on this host.
     pub fn cancel(&self, execution_id: &str, reason: &str) -> bool {
-        match self.lock().remove(execution_id) {
-            Some(tx) => tx.send(reason.to_owned()).is_ok(),
+        match self.lock().executions.remove(execution_id) {
+            Some(tx) => tx.send(Interruption::Cancelled(reason.to_owned())).is_ok(),
             None => false,
         }
     }
 
+    /// Stops every running execution because the host is shutting down, and every execution
+    /// that starts from now on as soon as it starts. Each stops where it is, writes an ERROR
+    /// note ([`crate::ControllerError::HostShuttingDown`]) instead of an END, and stays
+    /// resumable. Returns how many were running.
+    pub fn interrupt_all(&self) -> usize {
+        let running = {
+            let mut running = self.lock();
+            running.stopping = true;
+            std::mem::take(&mut running.executions)
+        };
+        running
+            .into_values()
+            .map(|tx| tx.send(Interruption::HostStopping))
+            .filter(Result::is_ok)
+            .count()
+    }
+
     /// Whether `execution_id` is running on this host.
     pub fn is_running(&self, execution_id: &str) -> bool {
-        self.lock().contains_key(execution_id)
+        self.lock().executions.contains_key(execution_id)
     }
 }
 
@@ -190,7 +232,29 @@ mod tests {
         assert!(registry.is_running("x"));
         assert!(registry.cancel("x", "stop"));
         assert!(!registry.cancel("x", "again"));
-        assert_eq!((&mut guard.cancelled).await.unwrap(), "stop");
+        assert_eq!(
+            (&mut guard.cancelled).await.unwrap(),
+            Interruption::Cancelled("stop".into())
+        );
+    }
+
+    // A host that shuts down stops what runs and what starts after; a Cancel finds nothing.
+    #[tokio::test]
+    async fn interrupt_all_reaches_running_and_later_executions() {
+        let registry = Cancellations::default();
+        let mut running = registry.register("a");
+        assert_eq!(registry.interrupt_all(), 1);
+        assert_eq!(
+            (&mut running.cancelled).await.unwrap(),
+            Interruption::HostStopping
+        );
+        let mut late = registry.register("b");
+        assert!(!registry.is_running("b"));
+        assert!(!registry.cancel("b", "stop"));
+        assert_eq!(
+            (&mut late.cancelled).await.unwrap(),
+            Interruption::HostStopping
+        );
     }
 
     #[test]

@@ -672,6 +672,37 @@ async fn deadline_interrupts_and_leaves_the_turn_resumable() {
     assert_eq!(live.calls(), 1, "the model cut is re-driven once");
 }
 
+// Host shutdown: a running turn stops where it is with an ERROR note a person understands (not
+// a task-cancellation message), no END, so a resume continues it.
+#[tokio::test]
+async fn host_shutdown_interrupts_with_a_plain_error_and_leaves_the_turn_resumable() {
+    let journal = memory();
+    let model = Arc::new(StuckModel::default());
+    let c = controller(&journal, Arc::new(EchoHarness::default()), model.clone());
+    let cancellations = c.cancellations().clone();
+    let turn = tokio::spawn(async move { c.exec(exec("hi")).await });
+    while !model.started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(cancellations.interrupt_all(), 1);
+    let err = turn.await.unwrap().unwrap_err();
+    assert!(matches!(err, ControllerError::HostShuttingDown), "{err}");
+    assert!(model.dropped.load(Ordering::SeqCst));
+    let records = read(&journal).await;
+    assert_eq!(
+        kinds(&records),
+        ["EXECUTION_START", "INPUT", "MODEL_CALL", "ERROR"]
+    );
+    let Some(EventBody::Error(error)) = &records[3].event.body else {
+        panic!("no error body")
+    };
+    assert_eq!(error.description, "host shutting down; resume to continue");
+    let live = Arc::new(CountModel::default());
+    let r = controller(&journal, Arc::new(EchoHarness::default()), live.clone());
+    assert!(r.resume().await.unwrap().resumed);
+    assert_eq!(live.calls(), 1, "the model cut is re-driven once");
+}
+
 // Deadline on paused time: an hour-long deadline fires without an hour passing, and the turn
 // is cut exactly as with a real clock (STYLE rule 11: time is an input).
 #[tokio::test(start_paused = true)]

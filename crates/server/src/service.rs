@@ -161,6 +161,14 @@ impl SessionsService {
         self.inner.tasks.wait().await;
     }
 
+    /// Stops every turn still running (and any that starts later) because the host is shutting
+    /// down: each writes an ERROR note ("host shutting down; resume to continue") and stays
+    /// resumable, so [`SessionsService::shutdown`] is not held up by a slow tool or model. A
+    /// host calls it once in-flight calls had their chance to finish; returns how many ran.
+    pub fn interrupt_turns(&self) -> usize {
+        self.inner.placer.interrupt_turns()
+    }
+
     /// A token cancelled when the service starts stopping (a listener's shutdown, or
     /// [`SessionsService::shutdown`]), for other front ends' long-lived streams to end with it.
     /// Cancelling it stops nothing else.

@@ -1,17 +1,32 @@
 //! `agentsessionsd`: the Sessions gRPC server (semantics §10.7).
 //!
-//! Flags override the TOML file given with `--config`, which overrides the defaults. On SIGINT or
-//! SIGTERM it stops accepting calls and lets in-flight RPCs finish (a turn that outlives the
-//! grace period is interrupted and stays resumable from its journal).
+//! Flags override the TOML file given with `--config`, which overrides the defaults. Every setting
+//! is checked and every port bound before the journal is opened, so a refused configuration
+//! leaves no file behind. The Sessions API serves at once; MCP servers connect in the
+//! background. SIGINT or SIGTERM, at any moment (startup included), stops the daemon within
+//! [`SHUTDOWN_BOUND`]:
+//!
+//! ```text
+//!  signal ─┬─ stop accepting; health NOT_SERVING
+//!          ├─ ≤ DRAIN (4 s):        in-flight calls and turns finish on their own
+//!          ├─ ≤ + TURN_CLOSE (2 s): turns still running are interrupted, each writing an ERROR
+//!          │                        "host shutting down; resume to continue" (resumable)
+//!          ├─ ≤ + MCP_STOP (3 s):   MCP stdio children get SIGTERM, SIGKILL 2 s later
+//!          └─ exit (blocking work left gets EXIT_WAIT)
+//! ```
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentsessions_cli::host::{
-    HostConfig, build_service_with_tools, host_identity, mcp_ledger_path, open_journal, redact,
-    start_mcp,
+    Assembled, HostConfig, build_service_with_tools, host_identity, launch_mcp, mcp_ledger_path,
+    open_journal, redact,
 };
+use agentsessions_journal::Journal;
+use agentsessions_mcp::McpHub;
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::sync::watch;
@@ -23,8 +38,27 @@ use tokio::task::JoinSet;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// How long in-flight RPCs get to finish after a shutdown signal.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The documented bound (README): a signal stops the daemon, its children included, within this.
+/// The phases below add up to less, leaving room for the process to exit.
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
+/// How long in-flight RPCs and turns get to finish on their own after a shutdown signal.
+const DRAIN: Duration = Duration::from_secs(4);
+/// How long interrupted turns get to write their ERROR notes, and the listeners to close.
+const TURN_CLOSE: Duration = Duration::from_secs(2);
+/// How long the MCP servers get to stop (the hub's own bound is 2.5 s).
+const MCP_STOP: Duration = Duration::from_secs(3);
+/// How long trace export may take to flush at exit.
+const TELEMETRY_FLUSH: Duration = Duration::from_millis(500);
+/// How long blocking work still running at exit is waited for.
+const EXIT_WAIT: Duration = Duration::from_millis(300);
+const _: () = assert!(
+    DRAIN.as_millis()
+        + TURN_CLOSE.as_millis()
+        + MCP_STOP.as_millis()
+        + TELEMETRY_FLUSH.as_millis()
+        + EXIT_WAIT.as_millis()
+        < SHUTDOWN_BOUND.as_millis()
+);
 
 /// Serve durable agent sessions over gRPC.
 #[derive(Debug, Parser)]
@@ -305,9 +339,9 @@ fn mcp_health_name(name: &str) -> String {
 
 /// Reports each MCP server on `grpc.health.v1` as `agentsessions.mcp.<name>`: SERVING while its
 /// tools are offered, NOT_SERVING while it starts or is down (logged as a warning with the
-/// reason). Polled every second, since the hub restarts servers on its own, until `stopping`.
+/// reason). Updated as the hub reports a change, and at least every second, until `stopping`.
 async fn report_mcp_health(
-    hub: std::sync::Arc<agentsessions_mcp::McpHub>,
+    hub: Arc<McpHub>,
     health: tonic_health::server::HealthReporter,
     mut stopping: watch::Receiver<bool>,
 ) {
@@ -334,6 +368,7 @@ async fn report_mcp_health(
         }
         tokio::select! {
             _ = stopping.wait_for(|stop| *stop) => return,
+            () = hub.changed() => {}
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
@@ -361,14 +396,33 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = merged(&args)?;
-    let telemetry = install_telemetry(&config)?;
-    let served = run(config).await;
-    telemetry.shutdown().await;
-    served
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(async {
+        // First of all, so a signal during startup stops the daemon too.
+        let signal = shutdown_signal();
+        let telemetry = install_telemetry(&config)?;
+        let served = run(config, signal).await;
+        if tokio::time::timeout(TELEMETRY_FLUSH, telemetry.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                component = "telemetry",
+                "traces not flushed in time; exiting anyway"
+            );
+        }
+        served
+    });
+    // Blocking work still under way (a journal read, a ledger write) does not hold the exit
+    // past the shutdown bound.
+    runtime.shutdown_timeout(EXIT_WAIT);
+    result
 }
 
 /// Logs and, when configured, trace export; then the effective configuration, secrets left out.
@@ -395,8 +449,72 @@ fn install_telemetry(config: &HostConfig) -> anyhow::Result<agentsessions_teleme
     Ok(telemetry)
 }
 
-/// Everything after logging is set up, until the daemon stops.
-async fn run(config: HostConfig) -> anyhow::Result<()> {
+/// Everything after logging is set up, until the daemon stops: startup (abandoned if `signal`
+/// comes first), then serving until `signal`, then the bounded shutdown.
+async fn run(config: HostConfig, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+    tokio::pin!(signal);
+    let mut mcp = None;
+    let started = tokio::select! {
+        () = &mut signal => None,
+        started = start(config, &mut mcp) => Some(started),
+    };
+    let ready = match started {
+        Some(Ok(ready)) => ready,
+        Some(Err(e)) => {
+            stop_mcp(mcp).await;
+            return Err(e);
+        }
+        None => {
+            tracing::info!(
+                component = "grpc",
+                "shutdown signal during startup: stopping"
+            );
+            stop_mcp(mcp).await;
+            tracing::info!(component = "grpc", "agentsessionsd stopped");
+            return Ok(());
+        }
+    };
+    serve(ready, mcp, signal).await
+}
+
+/// Stops the MCP servers, bounded: each stdio child gets SIGTERM, then SIGKILL after a grace.
+async fn stop_mcp(mcp: Option<Arc<McpHub>>) {
+    let Some(hub) = mcp else {
+        return;
+    };
+    if tokio::time::timeout(MCP_STOP, hub.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            component = "mcp",
+            "MCP servers did not stop in time; exiting anyway"
+        );
+    } else {
+        tracing::info!(component = "mcp", "MCP servers stopped");
+    }
+}
+
+/// A host ready to serve: configuration checked, ports bound, journal open, service built.
+struct Ready {
+    config: HostConfig,
+    journal: Arc<dyn Journal>,
+    assembled: Assembled,
+    registry: agentsessions_server::RegistryService,
+    registered: usize,
+    sessions: tokio::net::TcpListener,
+    operator: Option<tokio::net::TcpListener>,
+    http: Option<tokio::net::TcpListener>,
+    http_tls: Option<agentsessions_cli::http::tls::HttpTls>,
+    options: agentsessions_server::ServeOptions,
+}
+
+/// Startup, in the order that keeps a refused configuration from leaving anything behind:
+/// every setting is checked, then every port bound, and only then is the journal opened (a
+/// daemon that refuses to start creates no journal file). The MCP hub is launched without
+/// waiting for its servers, and put in `mcp` at once so the caller can stop it should startup
+/// be abandoned.
+async fn start(config: HostConfig, mcp: &mut Option<Arc<McpHub>>) -> anyhow::Result<Ready> {
     let addr = resolve("addr", &config.addr).await?;
     let registry_addr = match config.registry_addr.as_str() {
         "" => None,
@@ -416,30 +534,6 @@ async fn run(config: HostConfig) -> anyhow::Result<()> {
             );
         }
     }
-    let serve_options = serve_options(&config.auth)?;
-    let journal = open_journal(&config.journal, &config.journal_schema).await?;
-    if !config.mcp_servers.is_empty() {
-        tracing::info!(
-            component = "mcp",
-            servers = config.mcp_servers.len(),
-            ledger = %mcp_ledger_path(&config),
-            "starting MCP servers"
-        );
-    }
-    // One delegated identity for the host: the hub's tokens and the harnesses' minters.
-    let identity = host_identity(&journal, &config)?;
-    let mcp = start_mcp(&config, identity.as_ref()).await?;
-    if let Some(hub) = &mcp {
-        for server in hub.health() {
-            tracing::info!(
-                component = "mcp",
-                server = %server.name,
-                status = ?server.status,
-                tools = server.tools,
-                "MCP server health"
-            );
-        }
-    }
     let http_addr = match config.http_addr.as_str() {
         "" => None,
         text => Some(resolve("http_addr", text).await?),
@@ -450,6 +544,7 @@ async fn run(config: HostConfig) -> anyhow::Result<()> {
     {
         anyhow::bail!("--http-addr {http} must not share the Sessions or registry port");
     }
+    let options = serve_options(&config.auth)?;
     // The HTTP listener serves TLS whenever gRPC does, with the same settings.
     let http_tls = match (&http_addr, &config.auth.tls) {
         (Some(_), Some(tls)) => Some(
@@ -458,66 +553,112 @@ async fn run(config: HostConfig) -> anyhow::Result<()> {
         ),
         _ => None,
     };
-    let listeners = Listeners {
-        addr,
-        registry_addr,
-        http_addr,
-        http_tls,
-        options: serve_options,
+    preflight(&config)?;
+    let sessions = bind(addr).await?;
+    let operator = match registry_addr {
+        Some(registry_addr) => Some(bind(registry_addr).await?),
+        None => None,
     };
-    let served = serve(config, journal, mcp.clone(), identity, listeners).await;
-    if let Some(hub) = mcp {
-        hub.shutdown().await;
-        tracing::info!(component = "mcp", "MCP servers stopped");
+    let http = match http_addr {
+        Some(http_addr) => Some(bind(http_addr).await?),
+        None => None,
+    };
+
+    let journal = open_journal(&config.journal, &config.journal_schema).await?;
+    // One delegated identity for the host: the hub's tokens and the harnesses' minters.
+    let identity = host_identity(&journal, &config)?;
+    if !config.mcp_servers.is_empty() {
+        tracing::info!(
+            component = "mcp",
+            servers = config.mcp_servers.len(),
+            ledger = %mcp_ledger_path(&config),
+            "starting MCP servers in the background; their tools are offered as each comes up"
+        );
     }
-    served
-}
-
-/// Where and how the daemon listens, checked before anything is started.
-struct Listeners {
-    addr: SocketAddr,
-    registry_addr: Option<SocketAddr>,
-    http_addr: Option<SocketAddr>,
-    http_tls: Option<agentsessions_cli::http::tls::HttpTls>,
-    options: agentsessions_server::ServeOptions,
-}
-
-/// Serves until a shutdown signal or a fatal error; the MCP hub is stopped by the caller.
-async fn serve(
-    config: HostConfig,
-    journal: std::sync::Arc<dyn agentsessions_journal::Journal>,
-    mcp: Option<std::sync::Arc<agentsessions_mcp::McpHub>>,
-    identity: Option<agentsessions_cli::identity::DelegatedIdentity>,
-    listeners: Listeners,
-) -> anyhow::Result<()> {
-    let Listeners {
-        addr,
-        registry_addr,
-        http_addr,
-        http_tls,
-        options: serve_options,
-    } = listeners;
-    let health = serve_options.health.clone();
+    *mcp = launch_mcp(&config, identity.as_ref())?;
     let assembled = build_service_with_tools(journal.clone(), &config, mcp.clone(), identity)?;
     let mut registry = agentsessions_server::RegistryService::new(&assembled.service);
     if let Some(substrate) = &assembled.substrate {
-        registry = registry.with_substrate(std::sync::Arc::clone(substrate));
+        registry = registry.with_substrate(Arc::clone(substrate));
     }
     let registered = registry
         .load()
         .await
         .context("loading the harness registry")?;
-    let listener = tokio::net::TcpListener::bind(addr)
+    Ok(Ready {
+        config,
+        journal,
+        assembled,
+        registry,
+        registered,
+        sessions,
+        operator,
+        http,
+        http_tls,
+        options,
+    })
+}
+
+/// What assembling the host would refuse, refused before the journal exists: the same assembly
+/// over an in-memory journal. The MCP entries are checked alone (no server is started), and so
+/// are the microVM settings (starting that runtime prepares its snapshot directory).
+fn preflight(config: &HostConfig) -> anyhow::Result<()> {
+    let journal: Arc<dyn Journal> = Arc::new(agentsessions_journal::MemoryJournal::new());
+    let identity = host_identity(&journal, config)?;
+    agentsessions_mcp::validate_all(&config.mcp_servers, identity.is_some())?;
+    if let Some(microvm) = &config.runtime.microvm {
+        microvm.check().context("[runtime.microvm]")?;
+    }
+    let without_vms = HostConfig {
+        runtime: agentsessions_cli::microvm::RuntimeSettings::default(),
+        ..config.clone()
+    };
+    build_service_with_tools(journal, &without_vms, None, identity)?;
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let bound = listener.local_addr().context("reading the bound address")?;
+        .with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// Serves until `signal` or a fatal error, then shuts down within [`SHUTDOWN_BOUND`] (the
+/// MCP servers included).
+async fn serve(
+    ready: Ready,
+    mcp: Option<Arc<McpHub>>,
+    signal: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<()> {
+    let Ready {
+        config,
+        journal,
+        assembled,
+        registry,
+        registered,
+        sessions,
+        operator,
+        http,
+        http_tls,
+        options: serve_options,
+    } = ready;
+    let health = serve_options.health.clone();
+    // Until its first connection, each MCP server is reported starting, not unknown.
+    if let Some(hub) = &mcp {
+        for server in hub.health() {
+            health
+                .set_service_status(
+                    mcp_health_name(&server.name),
+                    tonic_health::ServingStatus::NotServing,
+                )
+                .await;
+        }
+    }
+    let bound = sessions.local_addr().context("reading the bound address")?;
     let (stop, stopping) = watch::channel(false);
     let mut tasks: JoinSet<(Task, anyhow::Result<()>)> = JoinSet::new();
     let mut operator_bound = None;
-    if let Some(registry_addr) = registry_addr {
-        let operator = tokio::net::TcpListener::bind(registry_addr)
-            .await
-            .with_context(|| format!("cannot listen on {registry_addr}"))?;
+    if let Some(operator) = operator {
         let operator_addr = operator
             .local_addr()
             .context("reading the registry address")?;
@@ -558,10 +699,7 @@ async fn serve(
         });
     }
     let mut http_bound = None;
-    if let Some(http_addr) = http_addr {
-        let http = tokio::net::TcpListener::bind(http_addr)
-            .await
-            .with_context(|| format!("cannot listen on {http_addr}"))?;
+    if let Some(http) = http {
         let http_local = http.local_addr().context("reading the HTTP address")?;
         tracing::info!(component = "http", address = %http_local, tls = http_tls.is_some(), "HTTP listening");
         http_bound = Some(http_local);
@@ -593,20 +731,6 @@ async fn serve(
         registered,
         "agentsessionsd started"
     );
-    let signal = shutdown_signal();
-    // A stable line on stdout so scripts and tests can wait for readiness and learn the port.
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "agentsessionsd listening on {bound}")?;
-        if let Some(operator) = operator_bound {
-            writeln!(out, "agentsessionsd registry on {operator}")?;
-        }
-        if let Some(http) = http_bound {
-            writeln!(out, "agentsessionsd http on {http}")?;
-        }
-        out.flush()?;
-    }
 
     let reclaim_every = config
         .reclaim_interval_secs
@@ -638,22 +762,38 @@ async fn serve(
         }
         (Task::SettleCompute, Ok(()))
     });
-    if let Some(hub) = mcp {
-        let report = report_mcp_health(hub, health, stopping.clone());
+    if let Some(hub) = &mcp {
+        let report = report_mcp_health(Arc::clone(hub), health.clone(), stopping.clone());
         tasks.spawn(async move {
             report.await;
             (Task::McpHealth, Ok(()))
         });
     }
+    let service = assembled.service.clone();
     let serve = agentsessions_server::serve_tcp_with(
-        listener,
+        sessions,
         assembled.service,
         serve_options,
         stopped(stopping),
     );
     tasks.spawn(async move { (Task::Sessions, serve.await.context("Sessions server")) });
+    // A stable line on stdout so scripts and tests can wait for readiness and learn the port;
+    // the listener accepts from its bind, so a client that reads it is answered at once.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "agentsessionsd listening on {bound}")?;
+        if let Some(operator) = operator_bound {
+            writeln!(out, "agentsessionsd registry on {operator}")?;
+        }
+        if let Some(http) = http_bound {
+            writeln!(out, "agentsessionsd http on {http}")?;
+        }
+        out.flush()?;
+    }
 
-    tokio::pin!(signal);
+    let mut signal = signal;
+    let mut failed = None;
     loop {
         tokio::select! {
             () = &mut signal => {
@@ -662,21 +802,70 @@ async fn serve(
             }
             joined = tasks.join_next() => match joined {
                 Some(Ok((Task::Sessions, served))) => {
-                    let _ignored = stop.send(true);
-                    tasks.shutdown().await;
-                    return served;
+                    failed = served.err();
+                    break;
                 }
                 Some(Ok((task, Err(e)))) => {
                     tracing::error!(component = "grpc", ?task, error = %format!("{e:#}"), "task failed");
                 }
                 Some(Ok((_, Ok(())))) => {}
-                Some(Err(e)) => return Err(e).context("daemon task"),
+                Some(Err(e)) => {
+                    failed = Some(anyhow::Error::new(e).context("daemon task"));
+                    break;
+                }
                 None => break,
             },
         }
     }
+    let began = tokio::time::Instant::now();
+    health
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
     let _ignored = stop.send(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+    let drained = drain(&mut tasks, began + DRAIN).await;
+    let drained = match drained {
+        Some(result) => result,
+        None => {
+            // Turns still running (a slow tool or model): each stops where it is and writes an
+            // ERROR note a person can act on; the session stays resumable.
+            let interrupted = service.interrupt_turns();
+            tracing::warn!(
+                component = "grpc",
+                interrupted,
+                "in-flight calls did not finish in time; interrupting running turns (host \
+                 shutting down; resume to continue)"
+            );
+            match drain(&mut tasks, began + DRAIN + TURN_CLOSE).await {
+                Some(result) => result,
+                None => {
+                    tracing::warn!(
+                        component = "grpc",
+                        "calls still open after the turns were interrupted; closing them"
+                    );
+                    tasks.shutdown().await;
+                    Ok(())
+                }
+            }
+        }
+    };
+    stop_mcp(mcp).await;
+    tracing::info!(
+        component = "grpc",
+        elapsed_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "agentsessionsd stopped"
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => drained,
+    }
+}
+
+/// Waits until every task has ended or `deadline` passes (`None`); the first error.
+async fn drain(
+    tasks: &mut JoinSet<(Task, anyhow::Result<()>)>,
+    deadline: tokio::time::Instant,
+) -> Option<anyhow::Result<()>> {
+    tokio::time::timeout_at(deadline, async {
         let mut first_error = None;
         while let Some(joined) = tasks.join_next().await {
             match joined {
@@ -691,17 +880,6 @@ async fn serve(
         }
         first_error.map_or(Ok(()), Err)
     })
-    .await;
-    match drained {
-        Ok(result) => result?,
-        Err(_) => {
-            tracing::warn!(
-                component = "grpc",
-                "in-flight calls did not finish in time; they stay resumable from the journal"
-            );
-            tasks.shutdown().await;
-        }
-    }
-    tracing::info!(component = "grpc", "agentsessionsd stopped");
-    Ok(())
+    .await
+    .ok()
 }

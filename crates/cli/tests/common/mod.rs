@@ -114,6 +114,15 @@ impl Daemon {
         self.child.try_wait().unwrap()
     }
 
+    /// Waits until each MCP server in `servers` is up ([`mcp_up`]) on this plaintext daemon.
+    pub(crate) fn wait_for_mcp(&self, servers: &[&str]) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(mcp_up(format!("http://{}", self.addr), None, servers));
+    }
+
     /// `agentctl --server <addr> args`.
     pub(crate) fn ctl(&self, args: &[&str]) -> Output {
         Command::new(CTL)
@@ -139,6 +148,42 @@ impl Daemon {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Waits until each MCP server in `servers` is up (`grpc.health.v1` SERVING for
+/// `agentsessions.mcp.<name>`) at `uri` (`http://…`, or `https://…` with `tls`): the daemon
+/// serves before its MCP servers have connected, and their tools are offered only from then on.
+pub(crate) async fn mcp_up(
+    uri: String,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    servers: &[&str],
+) {
+    let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut endpoint = tonic::transport::Endpoint::from_shared(uri).unwrap();
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls).unwrap();
+    }
+    let channel = endpoint.connect().await.unwrap();
+    let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+    for server in servers {
+        loop {
+            let status = client
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: format!("agentsessions.mcp.{server}"),
+                })
+                .await
+                .map_or(-1, |answer| answer.into_inner().status);
+            if status == serving {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "MCP server {server} never came up"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 

@@ -20,6 +20,9 @@ pub(super) enum RunEnd {
     Cancelled(String),
     /// The turn's deadline passed first.
     DeadlineExceeded,
+    /// The host began shutting down ([`crate::Cancellations::interrupt_all`]): an ERROR note,
+    /// no END, so a Resume continues the turn.
+    HostStopping,
 }
 
 impl Controller {
@@ -57,6 +60,7 @@ impl Controller {
                 return Err(ControllerError::Cancelled { reason });
             }
             RunEnd::DeadlineExceeded => ControllerError::DeadlineExceeded,
+            RunEnd::HostStopping => ControllerError::HostShuttingDown,
             RunEnd::Finished(result) => {
                 if let Some(stop) = state.stop.take() {
                     if stop.silent {

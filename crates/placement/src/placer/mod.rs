@@ -164,6 +164,14 @@ impl Placer {
         self
     }
 
+    /// Every turn's records are journaled without the secrets `redactor` knows
+    /// (`docs/security.md`, "Redaction").
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Arc<agentsessions_api::Redactor>) -> Self {
+        self.settings.redactor = redactor;
+        self
+    }
+
     /// Whether turns ask providers to stream deltas (transport only).
     #[must_use]
     pub fn with_stream_deltas(mut self, stream: bool) -> Self {
@@ -192,6 +200,13 @@ impl Placer {
     /// A fresh session uid from the placer's id source, for a session the host creates.
     pub fn new_session_uid(&self) -> String {
         self.settings.ids.session_uid()
+    }
+
+    /// Stops every turn running on this host, and every turn that starts from now on, because
+    /// the host is shutting down: each writes an ERROR note ("host shutting down; resume to
+    /// continue") instead of an END and stays resumable. Returns how many were running.
+    pub fn interrupt_turns(&self) -> usize {
+        self.settings.cancellations.interrupt_all()
     }
 
     /// Whether an operation holds `session` on this host.
