@@ -13,6 +13,7 @@
 //!   [`verify_raw`]) that tells tampering apart from undecodable records.
 //! - [`lineage`]: shared-prefix fork children, and how their chains are found in their
 //!   ancestors' rows.
+//! - [`extension`]: [`extend`], the one append rule every backend runs before it stores.
 //! - [`memory`]: [`MemoryJournal`], the reference semantics.
 //! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
@@ -38,6 +39,7 @@ pub mod columns;
 pub mod conformance;
 pub mod error;
 pub mod export;
+pub mod extension;
 pub mod follow;
 pub mod journal;
 pub mod lineage;
@@ -61,6 +63,7 @@ pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
 };
 pub use error::{JournalError, Result};
+pub use extension::{Extension, FenceUse, LogHead, extend};
 pub use follow::{CommitFeed, HeadFollow};
 pub use journal::Journal;
 pub use memory::MemoryJournal;

@@ -8,13 +8,14 @@ use async_trait::async_trait;
 
 use crate::approvals::{
     ApprovalCursor, ApprovalPage, ApprovalsPlan, ApprovalsQuery, CALL_LOOKBACK, PendingApproval,
-    PendingChange, gated_call, pending_change,
+    PendingChange, gated_call,
 };
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
+use crate::extension::{FenceUse, LogHead, extend};
 use crate::follow::{CommitFeed, HeadFollow};
 use crate::journal::Journal;
-use crate::projection::{marks_deletion, project_compute_state, state_walking_back};
+use crate::projection::state_walking_back;
 use crate::record::LogRecord;
 use crate::rows::{
     DEFAULT_PROJECT, HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo,
@@ -190,55 +191,51 @@ impl MemoryJournal {
         prepared: Vec<PreparedEvent>,
     ) -> Result<Vec<LogRecord>> {
         let now = Timestamp::now();
-        let (head, head_hash) = state
-            .sessions
-            .get(session)
-            .map(|s| s.log.head())
-            .unwrap_or_default();
-        let current_fence = state.sessions.get(session).map_or(0, |s| s.fence);
-        rules::check_append_or_mint(session, expected_last_seq, head, fence, current_fence)?;
-        let (fence, minted) = match fence {
-            Some(fence) => (fence, false),
-            None => (current_fence + 1, true),
+        let head = match state.sessions.get(session) {
+            Some(s) => {
+                let (seq, hash) = s.log.head();
+                LogHead {
+                    seq,
+                    hash,
+                    fence: s.fence,
+                    compute: s.compute_state,
+                }
+            }
+            None => LogHead {
+                compute: ComputeState::None,
+                ..LogHead::default()
+            },
         };
-        if prepared.is_empty() {
+        let mut extension = extend(
+            session,
+            &head,
+            expected_last_seq,
+            FenceUse::from_option(fence),
+            prepared.into_iter(),
+        )?;
+        if extension.records.is_empty() {
             return Ok(Vec::new());
         }
         let s = self.ensure_session(state, session, now);
-        if minted {
-            // Only minting raises the stored fence; appending with a higher one does not.
-            s.fence = fence;
+        s.fence = extension.head.fence;
+        s.compute_state = extension.head.compute;
+        s.usage = s.usage.plus(extension.usage);
+        if extension.deletes && !s.deletion.is_deleted() {
+            s.deletion = DeletionState::Pending;
         }
-        let mut out = Vec::with_capacity(prepared.len());
-        let (mut seq, mut prev_hash) = (head, head_hash);
+        let approvals = std::mem::take(&mut extension.approvals);
+        let records = extension.into_records(Some(now));
         let mut own = s.log.own();
-        for p in prepared {
-            seq += 1;
-            let hash = p.hash_at(&prev_hash, seq);
-            let record = LogRecord {
-                seq,
-                prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
-                hash,
-                fence,
-                event: p.event,
-                committed_at: Some(now),
-            };
-            s.compute_state = project_compute_state(s.compute_state, &record.event);
-            if marks_deletion(&record.event) {
-                s.deletion = DeletionState::Pending;
-            }
-            if let Some(added) = UsageTotals::added_by(&record.event) {
-                s.usage = s.usage.plus(added);
-            }
-            if let Some(change) = pending_change(&record.event) {
-                apply_pending(&mut s.pending, change, session, &record, &own, now);
+        let mut changes = approvals.into_iter().peekable();
+        for record in &records {
+            while let Some((_, change)) = changes.next_if(|(seq, _)| *seq == record.seq) {
+                apply_pending(&mut s.pending, change, session, record, &own, now);
             }
             own.push(record.clone());
-            out.push(record);
         }
         drop(own);
         s.updated_at = now;
-        Ok(out)
+        Ok(records)
     }
 }
 

@@ -38,7 +38,18 @@ async fn sleeps_over_pairs(j: &SqliteJournal) -> u64 {
             .seq;
     }
     assert_eq!(head, 10);
-    j.writer_sleeps() - sleeps
+    // The last append is acknowledged before its writer goes back to its queue: read the count
+    // once it has held still for 100 ms, not racing the writer's last sleep.
+    let mut seen = j.writer_sleeps();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = j.writer_sleeps();
+        if now == seen {
+            break;
+        }
+        seen = now;
+    }
+    seen - sleeps
 }
 
 // A spin longer than the pauses: the writer is still watching when each next append comes, so

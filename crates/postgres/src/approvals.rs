@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use agentsessions_api::{CallerIdentity, Event, JsonObject, Timestamp};
 use agentsessions_journal::approvals::{
     ApprovalPage, ApprovalsPlan, ApprovalsQuery, CALL_LOOKBACK, PendingApproval, PendingChange,
-    decode_args, encode_args, gated_call, pending_change,
+    decode_args, encode_args, gated_call,
 };
 use agentsessions_journal::chain::decode_event;
 
@@ -40,14 +40,20 @@ pub(crate) struct PendingMoves {
 }
 
 impl PendingMoves {
-    /// Takes the record at `seq` of `session` into account, in commit order.
-    pub(crate) fn record(&mut self, session: &str, seq: i64, event: &Event) {
+    /// Takes the record at `seq` of `session` into account, in commit order, with the change
+    /// the append rule found it makes to the pending approvals.
+    pub(crate) fn record(
+        &mut self,
+        session: &str,
+        seq: i64,
+        event: &Event,
+        change: Option<PendingChange>,
+    ) {
         let (first, recent) = self
             .recent
             .entry(session.to_owned())
             .or_insert_with(|| (seq, Vec::new()));
         let stored_below = *first;
-        let change = pending_change(event);
         if let Some(change) = change {
             match change {
                 PendingChange::Request {

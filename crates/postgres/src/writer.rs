@@ -28,9 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Timestamp};
-use agentsessions_journal::projection::{marks_deletion, project_compute_state};
+use agentsessions_journal::extension::{FenceUse, LogHead, extend};
 use agentsessions_journal::writer_queue::{Ack, Append};
-use agentsessions_journal::{JournalError, LogRecord, UsageTotals, rules};
+use agentsessions_journal::{JournalError, LogRecord, rules};
 use tokio::sync::{Mutex, mpsc};
 
 use crate::approvals::PendingMoves;
@@ -578,52 +578,64 @@ fn apply<'a>(
             events: prepared,
             ..
         }) => {
-            let (mut seq, mut prev_hash) = heads.get(session).cloned().unwrap_or_default();
-            let current_fence = slots.get(session).map_or(0, |s| s.row.fence);
-            if let Err(e) =
-                rules::check_append_or_mint(session, *expected_last_seq, seq, *fence, current_fence)
-            {
-                return Outcome::Refused(e);
-            }
-            if prepared.is_empty() {
-                return Outcome::Appended(fence.unwrap_or(current_fence), Vec::new());
+            let (seq, hash) = heads.get(session).cloned().unwrap_or_default();
+            let head = LogHead {
+                seq,
+                hash,
+                fence: slots.get(session).map_or(0, |s| s.row.fence),
+                compute: slots
+                    .get(session)
+                    .map_or(ComputeState::None, |s| s.row.compute()),
+            };
+            let extension = match extend(
+                session,
+                &head,
+                *expected_last_seq,
+                FenceUse::from_option(*fence),
+                prepared.iter(),
+            ) {
+                Ok(extension) => extension,
+                Err(e) => return Outcome::Refused(e),
+            };
+            if extension.records.is_empty() {
+                return Outcome::Appended(extension.fence, Vec::new());
             }
             let Some(slot) = slots.get_mut(session) else {
                 return missing_row();
             };
-            let fence = match fence {
-                Some(fence) => *fence,
-                None => {
-                    slot.row.fence += 1;
-                    slot.row.fence
-                }
-            };
-            let mut state = slot.row.compute();
-            let mut envelopes = Vec::with_capacity(prepared.len());
-            for p in prepared {
-                seq += 1;
-                let hash = p.hash_at(&prev_hash, seq);
-                events.push(session, seq, &prev_hash, &hash, fence, &p.blob);
-                state = project_compute_state(state, &p.event);
-                if let Some(added) = UsageTotals::added_by(&p.event) {
-                    slot.row.usage = slot.row.usage.plus(added);
-                }
-                approvals.record(session, seq, &p.event);
-                if marks_deletion(&p.event)
-                    && !DeletionState::parse(&slot.row.deletion_state).is_deleted()
-                {
-                    // Same transaction as the record; a state this build does not know stays
-                    // as it is, since it already reads as deleted.
-                    DeletionState::Pending
-                        .as_str()
-                        .clone_into(&mut slot.row.deletion_state);
-                }
-                envelopes.push((seq, std::mem::replace(&mut prev_hash, hash.clone()), hash));
+            slot.row.fence = extension.head.fence;
+            slot.row.usage = slot.row.usage.plus(extension.usage);
+            if extension.deletes && !DeletionState::parse(&slot.row.deletion_state).is_deleted() {
+                // Same transaction as the record; a state this build does not know stays as
+                // it is, since it already reads as deleted.
+                DeletionState::Pending
+                    .as_str()
+                    .clone_into(&mut slot.row.deletion_state);
             }
-            heads.insert(session.to_owned(), (seq, prev_hash));
+            let mut changes = extension.approvals.into_iter().peekable();
+            let mut envelopes = Vec::with_capacity(extension.records.len());
+            for record in extension.records {
+                events.push(
+                    session,
+                    record.seq,
+                    &record.prev_hash,
+                    &record.hash,
+                    extension.fence,
+                    &record.event.blob,
+                );
+                let change = changes
+                    .next_if(|(seq, _)| *seq == record.seq)
+                    .map(|(_, change)| change);
+                approvals.record(session, record.seq, &record.event.event, change);
+                envelopes.push((record.seq, record.prev_hash, record.hash));
+            }
+            heads.insert(
+                session.to_owned(),
+                (extension.head.seq, extension.head.hash),
+            );
             touch(slot, now, default_project);
-            slot.row.compute_state = state.as_str().to_owned();
-            Outcome::Appended(fence, envelopes)
+            slot.row.compute_state = extension.head.compute.as_str().to_owned();
+            Outcome::Appended(extension.fence, envelopes)
         }
         Command::NewFence { .. } => {
             let Some(slot) = slots.get_mut(session) else {

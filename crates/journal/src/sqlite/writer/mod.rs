@@ -55,7 +55,7 @@ use self::sync::{Batch, sync_failed};
 pub(crate) use self::sync::{Syncer, Watermark};
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
-use crate::projection::marks_deletion;
+use crate::extension::{FenceUse, LogHead, extend};
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, RegisterOutcome, SessionRow};
 use crate::rules;
@@ -132,6 +132,18 @@ struct SessionHead {
     hash: String,
     fence: i64,
     state: ComputeState,
+}
+
+impl SessionHead {
+    /// The head as the append rule reads it.
+    fn log_head(&self) -> LogHead {
+        LogHead {
+            seq: self.seq,
+            hash: self.hash.clone(),
+            fence: self.fence,
+            compute: self.state,
+        }
+    }
 }
 
 /// The connection that writes, with what it caches about the file.
@@ -450,61 +462,59 @@ impl Writer {
         let conn = &self.conn;
         let project = self.default_project.as_str();
         let head = cached_head(&mut self.heads, conn, session)?;
-        rules::check_append_or_mint(session, expected_last_seq, head.seq, fence, head.fence)?;
-        if events.is_empty() {
+        let extension = extend(
+            session,
+            &head.log_head(),
+            expected_last_seq,
+            FenceUse::from_option(fence),
+            events.into_iter(),
+        )?;
+        if extension.records.is_empty() {
             return Ok(Vec::new());
         }
-        let writes = events.len() + usize::from(fence.is_none());
-        let mut usage = UsageTotals::default();
-        let appended = atomically(conn, writes, || {
-            let fence = match fence {
-                Some(fence) => fence,
-                None => new_fence(conn, session, now, project)?,
-            };
-            insert_records(
-                conn,
-                session,
-                expected_last_seq,
-                head,
-                fence,
-                events,
-                now,
-                &mut usage,
-            )
+        let writes = extension.records.len() + usize::from(extension.minted);
+        let stored = atomically(conn, writes, || {
+            if extension.minted {
+                let minted = new_fence(conn, session, now, project)?;
+                if minted != extension.fence {
+                    // The cached fence was behind the file: refuse, and read it again.
+                    return Err(JournalError::Conflict {
+                        session: session.to_owned(),
+                        expected: expected_last_seq,
+                        actual: head.seq,
+                    });
+                }
+            }
+            insert_records(conn, session, expected_last_seq, &extension, now)
         });
-        match appended {
-            Ok(records) => {
-                if fence.is_none()
-                    && let Some(first) = records.first()
-                {
-                    head.fence = first.fence;
-                }
-                let deletes = records.iter().any(|r| marks_deletion(&r.event));
-                match self.touched.get_mut(session) {
-                    Some(touch) => {
-                        touch.state = head.state;
-                        touch.deletes |= deletes;
-                        touch.usage = touch.usage.plus(usage);
-                    }
-                    None => drop(self.touched.insert(
-                        session.to_owned(),
-                        Touch {
-                            state: head.state,
-                            deletes,
-                            usage,
-                        },
-                    )),
-                }
-                Ok(records)
+        if let Err(e) = stored {
+            if matches!(e, JournalError::Conflict { .. }) {
+                // Only reachable if the file changed behind the cache; read it again.
+                self.heads.remove(session);
             }
-            Err(e) => {
-                if matches!(e, JournalError::Conflict { .. }) {
-                    // Only reachable if the file changed behind the cache; read it again.
-                    self.heads.remove(session);
-                }
-                Err(e)
-            }
+            return Err(e);
         }
+        head.seq = extension.head.seq;
+        head.hash.clone_from(&extension.head.hash);
+        head.fence = extension.head.fence;
+        head.state = extension.head.compute;
+        let (state, deletes, usage) = (head.state, extension.deletes, extension.usage);
+        match self.touched.get_mut(session) {
+            Some(touch) => {
+                touch.state = state;
+                touch.deletes |= deletes;
+                touch.usage = touch.usage.plus(usage);
+            }
+            None => drop(self.touched.insert(
+                session.to_owned(),
+                Touch {
+                    state,
+                    deletes,
+                    usage,
+                },
+            )),
+        }
+        Ok(extension.into_records(Some(Timestamp::from_unix_nanos(now))))
     }
 
     /// Creates `child` as a shared-prefix fork of `parent` at `at_seq` (see

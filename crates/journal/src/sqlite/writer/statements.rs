@@ -6,16 +6,14 @@ use agentsessions_api::{CallerIdentity, ComputeState, DeletionState, Event, Time
 use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::{SessionHead, Touch};
-use crate::approvals::{CALL_LOOKBACK, PendingChange, encode_args, gated_call, pending_change};
-use crate::chain::{PreparedEvent, decode_event};
+use crate::approvals::{CALL_LOOKBACK, PendingChange, encode_args, gated_call};
+use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
-use crate::projection::project_compute_state;
-use crate::record::LogRecord;
+use crate::extension::{Extended, Extension};
 use crate::rows::{HarnessRow, RegisterOutcome, SessionRow};
 use crate::rules;
 use crate::sqlite::{codec, prefix};
 use crate::stored::{EncodedRow, StoredHarness};
-use crate::usage::UsageTotals;
 
 pub(super) fn load_head(conn: &Connection, session: &str) -> Result<SessionHead> {
     let own: Option<(i64, String)> = conn
@@ -62,35 +60,29 @@ pub(super) fn atomically<T>(
     out
 }
 
-/// Inserts `events` after `head` and returns their records; `head` moves past them only when
-/// all are inserted.
-///
-/// The pending-approvals projection moves with each record; usage is summed into the returned
-/// totals, which the session's row takes when the batch touches it.
-#[expect(clippy::too_many_arguments, reason = "one append's inputs")]
+/// Stores the records of `extension` (decided by [`extend`](crate::extension::extend)) and moves
+/// the pending-approvals projection with them. A seq already taken is refused like a CAS miss.
 pub(super) fn insert_records(
     conn: &Connection,
     session: &str,
     expected_last_seq: i64,
-    head: &mut SessionHead,
-    fence: i64,
-    events: Vec<PreparedEvent>,
+    extension: &Extension,
     now: i64,
-    usage: &mut UsageTotals,
-) -> Result<Vec<LogRecord>> {
+) -> Result<()> {
     let mut insert = conn.prepare_cached(
         "INSERT INTO events(session, seq, prev_hash, hash, fence, event, committed_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
-    let mut seq = head.seq;
-    let mut prev_hash = head.hash.clone();
-    let mut state = head.state;
-    let mut out = Vec::with_capacity(events.len());
-    for event in events {
-        seq += 1;
-        let hash = event.hash_at(&prev_hash, seq);
+    let mut changes = extension.approvals.iter().peekable();
+    for (i, record) in extension.records.iter().enumerate() {
         match insert.execute(params![
-            session, seq, prev_hash, hash, fence, event.blob, now
+            session,
+            record.seq,
+            record.prev_hash,
+            record.hash,
+            extension.fence,
+            record.event.blob,
+            now
         ]) {
             Ok(_) => {}
             Err(rusqlite::Error::SqliteFailure(f, _))
@@ -100,31 +92,23 @@ pub(super) fn insert_records(
                 return Err(JournalError::Conflict {
                     session: session.to_owned(),
                     expected: expected_last_seq,
-                    actual: seq,
+                    actual: record.seq,
                 });
             }
             Err(e) => return Err(e.into()),
         }
-        state = project_compute_state(state, &event.event);
-        if let Some(added) = UsageTotals::added_by(&event.event) {
-            *usage = usage.plus(added);
+        while let Some((_, change)) = changes.next_if(|(seq, _)| *seq == record.seq) {
+            move_pending(
+                conn,
+                session,
+                record.seq,
+                &extension.records[..i],
+                change.clone(),
+                now,
+            )?;
         }
-        if let Some(change) = pending_change(&event.event) {
-            move_pending(conn, session, seq, &out, change, now)?;
-        }
-        out.push(LogRecord {
-            seq,
-            prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
-            hash,
-            fence,
-            event: event.event,
-            committed_at: Some(Timestamp::from_unix_nanos(now)),
-        });
     }
-    head.seq = seq;
-    head.hash = prev_hash;
-    head.state = state;
-    Ok(out)
+    Ok(())
 }
 
 /// Moves the session's pending approvals past the record at `seq`; `batch` holds the records
@@ -133,7 +117,7 @@ fn move_pending(
     conn: &Connection,
     session: &str,
     seq: i64,
-    batch: &[LogRecord],
+    batch: &[Extended],
     change: PendingChange,
     now: i64,
 ) -> Result<()> {
@@ -147,7 +131,7 @@ fn move_pending(
                 .iter()
                 .rev()
                 .take(CALL_LOOKBACK)
-                .map(|r| r.event.clone())
+                .map(|r| r.event.event.clone())
                 .collect();
             if recent.len() < CALL_LOOKBACK {
                 recent.extend(recent_events(
