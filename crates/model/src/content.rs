@@ -1,9 +1,8 @@
 //! Content rules both HTTP dialects share: which model a request means, what text a tool result
-//! shows the model, a tool's parameter schema, the parts a role cannot send, the error object
-//! both vendors answer with, and how tool arguments and reasoning bytes are checked.
+//! shows the model, a tool's parameter schema, the parts a role cannot send, and how tool
+//! arguments and reasoning bytes are checked.
 
 use agentsessions_api::{JsonObject, Part, ReasoningPart, ToolDefinition, ToolResult};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ModelError, Result};
@@ -91,23 +90,6 @@ pub(crate) fn unsupported(role: &str, part: &'static str) -> ModelError {
     ModelError::UnsupportedPart {
         role: if role.is_empty() { "user" } else { role }.to_owned(),
         part,
-    }
-}
-
-/// The error object both vendors put in a body or a stream: `{"type": …, "message": …}`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireError {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    message: Option<String>,
-}
-
-impl WireError {
-    pub(crate) fn into_model_error(self) -> ModelError {
-        ModelError::ProviderError {
-            kind: self.kind.unwrap_or_else(|| "error".to_owned()),
-            message: self.message.unwrap_or_default(),
-        }
     }
 }
 

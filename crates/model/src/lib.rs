@@ -38,10 +38,13 @@
 //!
 //! Module map:
 //! - `provider`: [`HttpProvider`] and the dialect seam (what a vendor's wire format decides).
+//! - `assembly`: the answer both dialects put together — the draft of the message (text,
+//!   reasoning, tool calls from argument fragments, usage, finish), a whole answer or a stream of
+//!   events read into it, and the errors both share.
 //! - [`openai`]: the OpenAI-compatible dialect, [`OpenAiConfig`] and [`OpenAiProvider`], with the
-//!   request mapping table.
+//!   request mapping table; `config`, `encode` (the request body), `decode` (into the draft).
 //! - [`anthropic`]: the Anthropic dialect, [`AnthropicConfig`] and [`AnthropicProvider`], with
-//!   the request mapping table.
+//!   the request mapping table; `config`, `encode`, `decode` likewise.
 //! - [`offline`]: [`EchoModel`] and [`RandomTextModel`].
 //! - [`directive`]: [`DirectiveModel`], an offline model that calls the tool a person names.
 //! - `counting`: [`CountingProvider`].
@@ -53,6 +56,7 @@
 #![warn(missing_docs)]
 
 pub mod anthropic;
+mod assembly;
 mod content;
 mod counting;
 pub mod directive;

@@ -1,32 +1,34 @@
 //! [`HttpProvider`]: the one HTTP model provider. It owns what every vendor shares — the
 //! endpoint and headers, the timeouts, the retry loop, reading a whole answer or its server-sent
 //! events, and turning failures into [`agentsessions_api::ApiError`]s — and is parameterised by a
-//! dialect that owns only what differs: the request body, the answer and stream-event parsing,
-//! and how tool calls are encoded. The dialects are [`crate::openai::OpenAiDialect`] and
-//! [`crate::anthropic::AnthropicDialect`]; their configs build the headers and auth.
+//! dialect that owns only what differs: the request body, and how its answers and stream events
+//! feed the shared draft of `crate::assembly`, which puts the message together. The dialects are
+//! [`crate::openai::OpenAiDialect`] and [`crate::anthropic::AnthropicDialect`]; their configs
+//! build the headers and auth.
 //!
 //! ```text
 //!   ModelRequest --dialect.request_body--> POST (retry only what the model never saw)
-//!        whole answer: read capped ---------> dialect.read_response ---> ModelResponse
-//!        streamed:     SSE events --------> dialect decoder.event  ---> decoder.finish
+//!     whole answer: read capped --> assembly::read_answer::<D::Decode> ---------> ModelResponse
+//!     streamed:     SSE events ---> assembly::Stream::<D::Decode>: event.. finish -^
 //! ```
 
 use agentsessions_api::{self as api, DeltaSink, ModelProvider, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::assembly::{self, Decode, Stream};
 use crate::content::resolve_model;
 use crate::error::{ModelError, Result};
 use crate::http::{self, HttpClient, HttpSettings, MAX_BODY_BYTES};
-use crate::sse::{self, Flow, MAX_LINE_BYTES};
+use crate::sse::{self, MAX_LINE_BYTES};
 
 /// What one vendor's wire format decides; everything else is the provider's.
 pub(crate) trait Dialect: Send + Sync {
     /// The provider name, also the `provider` of the reasoning parts the dialect produces.
     const NAME: &'static str;
 
-    /// The decoder of one streamed answer.
-    type Stream: StreamDecoder + Send;
+    /// How the dialect's answers, whole or streamed, feed the shared draft.
+    type Decode: Decode;
 
     /// The JSON body asking `model` for `request`; `stream` asks for server-sent events.
     ///
@@ -35,33 +37,6 @@ pub(crate) trait Dialect: Send + Sync {
     /// [`ModelError::UnsupportedPart`], [`ModelError::InvalidReasoning`] for a request the
     /// dialect cannot send.
     fn request_body(&self, request: &ModelRequest, model: &str, stream: bool) -> Result<Vec<u8>>;
-
-    /// The answer in a whole response `body`; `model` names it when the body does not.
-    ///
-    /// # Errors
-    /// [`ModelError::MalformedResponse`], [`ModelError::NoChoices`],
-    /// [`ModelError::ProviderError`], [`ModelError::InvalidToolArguments`].
-    fn read_response(&self, body: &[u8], model: &str) -> Result<ModelResponse>;
-
-    /// A decoder for one streamed answer.
-    fn stream_decoder(&self) -> Self::Stream;
-}
-
-/// Puts one streamed answer together from its server-sent events.
-pub(crate) trait StreamDecoder {
-    /// Takes the data of one event, relaying text chunks to `deltas`.
-    ///
-    /// # Errors
-    /// As [`Dialect::read_response`], for an event that breaks the stream.
-    fn event(&mut self, data: &str, deltas: &dyn DeltaSink) -> Result<Flow>;
-
-    /// The answer, once the events ended: `stopped` when the provider marked the end, false
-    /// when the body just ended; `model` names it when the stream does not.
-    ///
-    /// # Errors
-    /// [`ModelError::TruncatedStream`] for an answer that did not finish, and as
-    /// [`Dialect::read_response`].
-    fn finish(self, stopped: bool, model: &str) -> Result<ModelResponse>;
 }
 
 /// Where and how a provider sends its requests, as its config describes them.
@@ -159,15 +134,15 @@ async fn call<D: Dialect>(
     match deltas {
         None => {
             let body = response.read_capped(MAX_BODY_BYTES).await?;
-            dialect.read_response(&body, model)
+            assembly::read_answer::<D::Decode>(&body, model)
         }
         Some(sink) => {
-            let mut decoder = dialect.stream_decoder();
+            let mut stream = Stream::<D::Decode>::default();
             let stopped = sse::read_events(&mut response, MAX_LINE_BYTES, |data| {
-                decoder.event(data, sink)
+                stream.event(data, sink)
             })
             .await?;
-            decoder.finish(stopped, model)
+            stream.finish(stopped, model)
         }
     }
 }
