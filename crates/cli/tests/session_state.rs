@@ -80,7 +80,9 @@ fn sessions_gauge(http: &str, state: &str) -> i64 {
     answer
         .lines()
         .find_map(|l| l.strip_prefix(&sample))
-        .map_or(0, |value| value.trim().parse::<f64>().unwrap() as i64)
+        .map_or(0, |value| {
+            value.trim().trim_end_matches(".0").parse::<i64>().unwrap()
+        })
 }
 
 // A finished turn on the echo harness (in the host, running only during a turn) holds no
