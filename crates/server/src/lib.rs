@@ -47,6 +47,7 @@
 mod authz;
 mod builder;
 pub mod error;
+mod harness_spec;
 pub mod harnesses;
 pub mod limits;
 mod message_limit;
