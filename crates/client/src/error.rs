@@ -58,26 +58,10 @@ impl From<tonic::Status> for ClientError {
 
 /// The canonical upper-case name of a gRPC code (`NOT_FOUND`).
 pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
+    // The one code -> name table is the API's (`StatusCode::as_str`).
+    agentsessions_api::StatusCode::from_number(i32::from(code))
+        .unwrap_or(agentsessions_api::StatusCode::Unknown)
+        .as_str()
 }
 
 impl ClientError {
@@ -95,3 +79,17 @@ impl ClientError {
 
 /// Results of the client.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::code_name;
+
+    #[test]
+    fn every_grpc_code_has_its_own_name_from_the_one_table() {
+        let names: std::collections::BTreeSet<&str> =
+            (0..=16).map(|n| code_name(tonic::Code::from(n))).collect();
+        assert_eq!(names.len(), 17, "{names:?}");
+        assert_eq!(code_name(tonic::Code::NotFound), "NOT_FOUND");
+        assert_eq!(code_name(tonic::Code::from(99)), "UNKNOWN");
+    }
+}
