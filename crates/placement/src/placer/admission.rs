@@ -3,7 +3,7 @@
 //! extensions §5.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{ApiError, Descriptor, Harness, Incarnation};
 use agentsessions_controller::ControllerError;
@@ -14,6 +14,10 @@ use crate::describe::describe_within;
 use crate::error::{PlacementError, Result};
 use crate::registry::Route;
 use crate::states::SessionState;
+
+/// How long [`Placer::default_model`] waits for a harness to describe itself: creating a session
+/// never waits on a harness that does not answer for as long as admitting a turn may.
+const MODEL_DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Placer {
     /// The admission gate of semantics §4.1 on one descriptor, plus the model policy of
@@ -81,7 +85,10 @@ impl Placer {
         }
         let described = match &route.backend.source {
             DescriptorSource::Declared(d) => Ok(d.clone()),
-            DescriptorSource::Probe(h) => describe_within(h.as_ref(), None).await,
+            DescriptorSource::Probe(h) => {
+                let deadline = SystemTime::now() + MODEL_DESCRIBE_TIMEOUT;
+                describe_within(h.as_ref(), Some(deadline)).await
+            }
         };
         match described {
             Ok(descriptor) => match descriptor.models.as_slice() {

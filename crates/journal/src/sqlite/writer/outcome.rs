@@ -49,9 +49,11 @@ impl Done {
     }
 
     /// Storage failures poison the transaction; logical refusals (CAS, fence) wrote nothing.
-    /// Whether the caller is told at commit rather than once durable.
+    /// Whether the caller is told at commit rather than once durable: a deferred append, and a
+    /// settled compute state (an observation of the runtime that a crash may take back, and the
+    /// next settle makes again), so settling never adds a durable wait to a turn.
     pub(super) fn at_commit(&self) -> bool {
-        matches!(self, Self::Committed(..))
+        matches!(self, Self::Committed(..) | Self::Flag(..))
     }
 
     pub(super) fn storage_failure(&self) -> Option<Failure> {
