@@ -22,7 +22,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::{Duration, Instant};
 
-use agentsessions_cli::host::{HostConfig, build_service, open_journal};
+use agentsessions_cli::config::HostConfig;
+use agentsessions_cli::host::{build_service, open_journal};
 use agentsessions_client::{Client, ExecOptions};
 
 fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {

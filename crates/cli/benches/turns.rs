@@ -31,7 +31,8 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agentsessions_cli::host::{HostConfig, build_service, open_journal};
+use agentsessions_cli::config::HostConfig;
+use agentsessions_cli::host::{build_service, open_journal};
 use agentsessions_client::{Client, ExecOptions, ForkOptions};
 use agentsessions_placement::SessionState;
 use mimalloc::MiMalloc;

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::host::{HostConfig, mcp_ledger_path, redact};
+use crate::config::{HostConfig, mcp_ledger_path, redact};
 
 /// `config` (after flags, file and defaults were merged) with `telemetry` describing where
 /// traces go, as logged at startup.

@@ -125,9 +125,8 @@ mod tests {
     use jsonwebtoken::{DecodingKey, Validation};
 
     use super::*;
-    use crate::host::{
-        HostConfig, HostError, build_service, build_service_with_tools, host_identity, start_mcp,
-    };
+    use crate::config::{HostConfig, HostError};
+    use crate::host::{build_service, build_service_with_tools, host_identity, start_mcp};
 
     fn config_with_key(dir: &std::path::Path) -> HostConfig {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();

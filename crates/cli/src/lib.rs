@@ -4,6 +4,7 @@
 //! listener ([`http`]).
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod effective;
 pub mod host;
 pub mod http;

@@ -15,7 +15,7 @@ use agentsessions_model::{
     RetryPolicy,
 };
 
-use crate::host::{HostConfig, HostError};
+use crate::config::{HostConfig, HostError};
 
 /// The provider names `model_provider` accepts; empty means the first. `directive` is the offline
 /// model that calls the tool a person names (`/tool NAME {json}`), for trying tools and approvals
@@ -164,7 +164,7 @@ pub(crate) fn configured_model(
             "{} via {provider_name} at {} ({key_note})",
             config.model,
             // A password in the base URL never reaches the log line this ends up in.
-            crate::host::redact(&endpoint)
+            crate::config::redact(&endpoint)
         ),
     }))
 }

@@ -13,7 +13,7 @@ use agentsessions_api::Redactor;
 use agentsessions_api::redaction::MIN_SECRET_LEN;
 use serde::Deserialize;
 
-use crate::host::{HostConfig, HostError};
+use crate::config::{HostConfig, HostError};
 
 /// The environment variables whose values are secrets on every host, whatever its
 /// configuration names: the providers' key variables and the client token `agentctl` reads.

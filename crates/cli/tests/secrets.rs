@@ -70,7 +70,7 @@ fn start(dir: &Path, config: &Path) -> Daemon {
     let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
     let mut command = Daemon::command();
     command
-        .args(["--addr", "127.0.0.1:0", "--config"])
+        .args(["--addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--config"])
         .arg(config)
         .current_dir(dir)
         .env(MODEL_KEY.0, MODEL_KEY.1)
@@ -80,6 +80,29 @@ fn start(dir: &Path, config: &Path) -> Daemon {
         .env("RUST_LOG", "debug")
         .stderr(Stdio::from(log));
     Daemon::spawn(command, false)
+}
+
+/// The daemon's `/metrics` page.
+fn metrics(daemon: &Daemon) -> String {
+    use std::io::Write as _;
+    let mut stream = std::net::TcpStream::connect(&daemon.http).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        daemon.http
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// The value of the redaction counter on a metrics page.
+fn redactions(page: &str) -> f64 {
+    page.lines()
+        .find_map(|line| line.strip_prefix("agentsessions_redactions_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn session_of(out: &str) -> String {
@@ -197,6 +220,11 @@ fn no_secret_reaches_a_child_or_the_sqlite_journal() {
         verified.contains("every hash and link checks out"),
         "{verified}"
     );
+    // The echoed token (in the tool result and the output quoting it), the pasted key and the
+    // patterned token: at least four values replaced, and none of them on the page.
+    let page = metrics(&daemon);
+    assert!(redactions(&page) >= 4.0, "{page}");
+    assert_nowhere("the metrics page", page.as_bytes());
     drop(daemon);
 
     // Every byte the journal stored: the database, its WAL, and the tool ledger.

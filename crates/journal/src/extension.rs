@@ -257,7 +257,7 @@ mod tests {
 
     proptest! {
         // The chain: consecutive seqs from head + 1, each linked to the one before and hashed
-        // as any verifier recomputes it (hashing-and-conformance §2); the head moves to the last.
+        // as any verifier recomputes it (hashing (a)); the head moves to the last.
         #[test]
         fn records_chain_from_the_head(
             start in 0_i64..1_000,

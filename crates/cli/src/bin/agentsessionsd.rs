@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsessions_cli::config::{HostConfig, mcp_ledger_path, redact};
 use agentsessions_cli::host::{
-    Assembled, HostConfig, build_service_with_tools, host_identity, launch_mcp, mcp_ledger_path,
-    open_journal, redact,
+    Assembled, build_service_with_tools, host_identity, launch_mcp, open_journal,
 };
 use agentsessions_journal::Journal;
 use agentsessions_mcp::McpHub;
@@ -734,7 +734,7 @@ async fn serve(
 
     let reclaim_every = config
         .reclaim_interval_secs
-        .unwrap_or(agentsessions_cli::host::DEFAULT_RECLAIM_INTERVAL_SECS);
+        .unwrap_or(agentsessions_cli::config::DEFAULT_RECLAIM_INTERVAL_SECS);
     if reclaim_every > 0 {
         let reclaim = reclaimer(
             assembled.service.clone(),

@@ -1,7 +1,7 @@
 //! The daemon's TOML configuration file: any text parses into a configuration or fails with an
 //! error, and whatever parses passes or fails the checks the daemon runs before it serves.
 
-use agentsessions_cli::host::HostConfig;
+use agentsessions_cli::config::HostConfig;
 use agentsessions_fuzz::{Corpus, config, run, text_or_mutation};
 
 #[test]

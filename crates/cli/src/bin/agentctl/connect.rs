@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_cli::host::{HostConfig, build_service, open_journal, open_journal_to_read};
+use agentsessions_cli::config::HostConfig;
+use agentsessions_cli::host::{build_service, open_journal, open_journal_to_read};
 use agentsessions_client::Client;
 use agentsessions_journal::Journal;
 use tokio::task::JoinSet;

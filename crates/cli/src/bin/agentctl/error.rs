@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use agentsessions_cli::host::HostError;
+use agentsessions_cli::config::HostError;
 use agentsessions_client::ClientError;
 
 /// Why a command failed. Each message says what to do about it.

@@ -3,7 +3,8 @@
 
 use std::io::Write as _;
 
-use agentsessions_cli::host::{HostConfig, build_service, open_journal};
+use agentsessions_cli::config::HostConfig;
+use agentsessions_cli::host::{build_service, open_journal};
 use agentsessions_console::{Console, router};
 
 use crate::args::Cli;
