@@ -750,8 +750,14 @@ async fn serve(
     // (or whose incarnation went away since) read what their runtime reports from now on
     // (docs/extensions.md, "Compute state").
     let settling = assembled.service.clone();
+    let until = stopped(stopping.clone());
     tasks.spawn(async move {
-        match settling.settle_idle_compute(SETTLE_PAGES).await {
+        // A shutdown ends the pass: what it did not reach is settled at the next start.
+        let settled = tokio::select! {
+            settled = settling.settle_idle_compute(SETTLE_PAGES) => settled,
+            () = until => Ok(0),
+        };
+        match settled {
             Ok(0) => {}
             Ok(settled) => {
                 tracing::info!(component = "placement", settled, "idle sessions' compute state settled");
