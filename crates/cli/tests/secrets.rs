@@ -70,7 +70,13 @@ fn start(dir: &Path, config: &Path) -> Daemon {
     let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
     let mut command = Daemon::command();
     command
-        .args(["--addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--config"])
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(config)
         .current_dir(dir)
         .env(MODEL_KEY.0, MODEL_KEY.1)

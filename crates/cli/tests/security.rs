@@ -371,7 +371,7 @@ subject = \"alice\"
     let journal = agentsessions_journal::SqliteJournal::open(d.join("j.db")).unwrap();
     let reclaimed = runtime.block_on(async {
         for _ in 0..300 {
-            let info = agentsessions_journal::Journal::session_info(&journal, &uid)
+            let info = agentsessions_journal::Catalog::session_info(&journal, &uid)
                 .await
                 .unwrap();
             assert!(info.deletion.is_deleted());

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use agentsessions_journal::{Catalog as _, Log as _};
 use common::Daemon;
 
 /// The daemon in `dir` over `sessions.db`, with its HTTP listener and `extra` arguments.
@@ -196,7 +197,7 @@ fn chat_and_directive_sessions_record_their_model() {
 #[test]
 fn the_daemon_settles_finished_sessions_stored_live() {
     use agentsessions_api::ComputeState;
-    use agentsessions_journal::{Journal as _, SqliteJournal};
+    use agentsessions_journal::SqliteJournal;
 
     let dir = tempfile::tempdir().unwrap();
     let mut uids = Vec::new();

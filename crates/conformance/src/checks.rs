@@ -22,6 +22,7 @@ use crate::fixtures::{
     StartCapture, Store, ToolHarness, UsageHarness, assert_verifies, records, truncate_from, user,
 };
 use crate::transport::Transport;
+use agentsessions_journal::LogExt as _;
 
 fn exec(text: &str, expected: Option<i64>) -> ExecRequest {
     ExecRequest {
@@ -246,7 +247,7 @@ async fn fork(journal: &Arc<dyn Journal>, parent: &str, at: i64, child: &str) {
             ..agentsessions_api::Lifecycle::default()
         }),
     );
-    journal.append(child, at, fence, marker).await.unwrap();
+    journal.append_one(child, at, fence, marker).await.unwrap();
 }
 
 /// 6 — one writer: a second Exec at the same expected seq fails and appends nothing.

@@ -15,7 +15,7 @@ use agentsessions_api::{
     EventSink, Mediation, Message, ModelCall, ModelProvider, ModelRequest, ModelResponse,
     Resumability, StatusCode, ToolCall, ToolResult, ToolResultCode, Usage,
 };
-use agentsessions_journal::{Journal, JournalError, LogRecord, QueuedAppend};
+use agentsessions_journal::{Appended, Journal, JournalError, LogRecord};
 use agentsessions_wire::model_input_hash;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -27,6 +27,7 @@ use crate::error::ControllerError;
 use crate::hooks::{Observer, ToolCallContext};
 use crate::settings::TurnSettings;
 use crate::spans;
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
 
 /// How the sink treats the recorded effect stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +84,7 @@ pub(crate) struct SinkState {
     pub(crate) unshown: Vec<LogRecord>,
     /// Deferred appends handed to the journal and not yet collected, in order: `head` already
     /// counts them, and the next durable append queues behind them.
-    pub(crate) queued: Vec<QueuedAppend>,
+    pub(crate) queued: Vec<Appended>,
 }
 
 impl SinkState {
@@ -198,7 +199,7 @@ impl Sink {
         let appended = self
             .ctx
             .journal
-            .append(&self.ctx.session, st.head, self.ctx.fence, event)
+            .append_one(&self.ctx.session, st.head, self.ctx.fence, event)
             .await;
         // The deferred appends queued before this one were committed ahead of it. A refusal of
         // one of them explains this one's.
@@ -220,12 +221,20 @@ impl Sink {
 
     /// Appends a record nothing waits on (an OUTPUT, a TOOL_RESULT, USAGE) without waiting for
     /// its commit: the journal queues it, and the next durable append, which queues behind it,
-    /// makes it durable and shows it (see [`Journal::append_queued`]).
+    /// makes it durable and shows it (see [`Wait::Queued`](agentsessions_journal::Wait::Queued)).
     async fn append_deferred(&self, st: &mut SinkState, event: Event) -> ApiResult<()> {
         let queued = self
             .ctx
             .journal
-            .append_queued(&self.ctx.session, st.head, self.ctx.fence, vec![event])
+            .append(
+                AppendRequest::new(
+                    &self.ctx.session,
+                    st.head,
+                    FenceUse::Hold(self.ctx.fence),
+                    vec![event],
+                )
+                .wait(Wait::Queued),
+            )
             .await;
         match queued {
             Ok(queued) => {

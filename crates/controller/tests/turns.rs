@@ -12,6 +12,7 @@ use agentsessions_api::{
     Usage,
 };
 use agentsessions_controller::{ControllerError, ExecRequest};
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::{JournalError, verify_records};
 use agentsessions_wire::model_input_hash;
 use serde_json::json;
@@ -978,7 +979,7 @@ async fn inherited_tool_intent_is_refused() {
     let child = truncated(&journal, 4).await; // intent without result
     let head = child.head("s").await.unwrap();
     child
-        .append(
+        .append_one(
             "s",
             head,
             0,

@@ -19,8 +19,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentsessions_journal::Log as _;
+use agentsessions_journal::SqliteJournal;
 use agentsessions_journal::testing::{fork_marker, percentile, turn_event};
-use agentsessions_journal::{Journal, SqliteJournal};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
 
 /// Database plus WAL bytes once the WAL is checkpointed into the database and truncated.
 fn checkpointed_bytes(path: &Path) -> u64 {
@@ -75,7 +77,7 @@ async fn forks_sequential(j: &SqliteJournal, path: &Path, head: i64, children: u
         let t = Instant::now();
         let fence = j.fork_session("parent", at, &child).await.unwrap();
         fork_only.push(t.elapsed());
-        j.append(&child, at, fence, fork_marker("parent", at))
+        j.append_one(&child, at, fence, fork_marker("parent", at))
             .await
             .unwrap();
         with_marker.push(t.elapsed());
@@ -110,7 +112,7 @@ async fn forks_concurrent(j: &Arc<SqliteJournal>, path: &Path, head: i64, childr
             let child = format!("con-{k:03}");
             let t = Instant::now();
             let fence = j.fork_session("parent", at, &child).await.unwrap();
-            j.append(&child, at, fence, fork_marker("parent", at))
+            j.append_one(&child, at, fence, fork_marker("parent", at))
                 .await
                 .unwrap();
             t.elapsed()
@@ -147,10 +149,17 @@ async fn forks_copying(j: &SqliteJournal, path: &Path, head: i64, children: usiz
             let upto = (copied + 1_000).min(at);
             let prefix = j.read("parent", copied + 1, upto).await.unwrap();
             let events = prefix.into_iter().map(|r| r.event).collect();
-            j.append_batch(&child, copied, fence, events).await.unwrap();
+            j.append_records(AppendRequest::new(
+                &child,
+                copied,
+                FenceUse::Hold(fence),
+                events,
+            ))
+            .await
+            .unwrap();
             copied = upto;
         }
-        j.append(&child, at, fence, fork_marker("parent", at))
+        j.append_one(&child, at, fence, fork_marker("parent", at))
             .await
             .unwrap();
         latencies.push(t.elapsed());
@@ -208,7 +217,12 @@ async fn run(dir: &Path, parent_records: i64) {
     while head < parent_records {
         let events = (head + 1..=head + 1_000).map(turn_event).collect();
         head = j
-            .append_batch("parent", head, 0, events)
+            .append_records(AppendRequest::new(
+                "parent",
+                head,
+                FenceUse::Hold(0),
+                events,
+            ))
             .await
             .unwrap()
             .last()

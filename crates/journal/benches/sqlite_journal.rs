@@ -18,8 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsessions_api::Event;
+use agentsessions_journal::Log as _;
 use agentsessions_journal::testing::{percentile, turn_event};
-use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions, verify_raw};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
+use agentsessions_journal::{Durability, SqliteJournal, SqliteOptions, verify_raw};
 
 fn report(name: &str, events: usize, elapsed: Duration, mut latencies: Vec<Duration>) {
     latencies.sort_unstable();
@@ -70,7 +72,7 @@ async fn sequential(dir: &std::path::Path, durability: Durability, n: usize) {
     let start = Instant::now();
     for i in 0..n {
         let t = Instant::now();
-        j.append("solo", i64::try_from(i).unwrap(), 0, turn_event(i))
+        j.append_one("solo", i64::try_from(i).unwrap(), 0, turn_event(i))
             .await
             .unwrap();
         latencies.push(t.elapsed());
@@ -99,7 +101,7 @@ async fn concurrent(
             let mut latencies = Vec::with_capacity(per_session);
             for i in 0..per_session {
                 let t = Instant::now();
-                j.append(&session, i64::try_from(i).unwrap(), 0, turn_event(i))
+                j.append_one(&session, i64::try_from(i).unwrap(), 0, turn_event(i))
                     .await
                     .unwrap();
                 latencies.push(t.elapsed());
@@ -128,7 +130,10 @@ async fn read_and_verify(dir: &std::path::Path, n: usize) {
     let mut head = 0i64;
     while usize::try_from(head).unwrap() < n {
         let events: Vec<Event> = (0..chunk).map(turn_event).collect();
-        let records = j.append_batch("big", head, 0, events).await.unwrap();
+        let records = j
+            .append_records(AppendRequest::new("big", head, FenceUse::Hold(0), events))
+            .await
+            .unwrap();
         head = records.last().unwrap().seq;
     }
     let start = Instant::now();

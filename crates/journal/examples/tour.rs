@@ -9,7 +9,9 @@ use agentsessions_api::{
     Event, EventBody, EventKind, ExecutionStart, HarnessEnd, Message, ModelCall, ModelRequest,
 };
 use agentsessions_journal::rules::{new_execution_id, new_session_uid};
-use agentsessions_journal::{Journal, SessionRow, SqliteJournal, verify_raw};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
+use agentsessions_journal::{Catalog as _, Log as _};
+use agentsessions_journal::{SessionRow, SqliteJournal, verify_raw};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -71,7 +73,9 @@ async fn main() -> anyhow::Result<()> {
     ];
     let turn: Vec<Event> = turn.into_iter().map(|e| e.with_execution(&exec)).collect();
     println!("journal {path}: session {session}, fence {fence}, execution {exec}");
-    let records = journal.append_batch(&session, 0, fence, turn).await?;
+    let records = journal
+        .append_records(AppendRequest::new(&session, 0, FenceUse::Hold(fence), turn))
+        .await?;
     for r in &records {
         println!(
             "  seq {:>2}  {:<16} hash {}  prev {}",

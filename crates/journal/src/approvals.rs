@@ -41,7 +41,7 @@ pub struct PendingApproval {
     pub requested_at: Timestamp,
 }
 
-/// One page request of [`Journal::list_pending_approvals`](crate::Journal::list_pending_approvals).
+/// One page request of [`Catalog::list_pending_approvals`](crate::Catalog::list_pending_approvals).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApprovalsQuery {
     /// Exact project; empty means the default project.

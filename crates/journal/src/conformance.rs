@@ -23,6 +23,7 @@ use crate::testing::{fill, fork_marker, fork_with_marker, input};
 mod compute;
 mod follow;
 mod operator_views;
+use crate::{AppendRequest, FenceUse, LogExt as _, Wait};
 pub use compute::{
     appends_after_a_settle_project_from_the_settled_state,
     settled_compute_state_holds_at_its_head_until_the_log_moves,
@@ -116,7 +117,7 @@ pub async fn append_chains_hashes_from_genesis(j: Arc<dyn Journal>) {
     let mut prev = String::new();
     for i in 1..=5 {
         let ev = input(&format!("m{i}"));
-        let rec = j.append("s", i - 1, 0, ev.clone()).await.unwrap();
+        let rec = j.append_one("s", i - 1, 0, ev.clone()).await.unwrap();
         assert_eq!(rec.seq, i);
         assert_eq!(rec.prev_hash, prev);
         assert_eq!(
@@ -133,9 +134,9 @@ pub async fn append_chains_hashes_from_genesis(j: Arc<dyn Journal>) {
 
 // semantics §1.4 step 1: expected_last_seq must equal the head
 pub async fn cas_conflict_is_refused_and_nothing_written(j: Arc<dyn Journal>) {
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     for expected in [0, 2, -1] {
-        match j.append("s", expected, 0, input("b")).await {
+        match j.append_one("s", expected, 0, input("b")).await {
             Err(JournalError::Conflict {
                 expected: e,
                 actual: 1,
@@ -151,7 +152,7 @@ pub async fn cas_conflict_is_refused_and_nothing_written(j: Arc<dyn Journal>) {
 pub async fn stale_fence_is_refused_and_only_new_fence_raises_it(j: Arc<dyn Journal>) {
     assert_eq!(j.new_fence("s").await.unwrap(), 1);
     assert_eq!(j.new_fence("s").await.unwrap(), 2);
-    match j.append("s", 0, 1, input("a")).await {
+    match j.append_one("s", 0, 1, input("a")).await {
         Err(JournalError::Fenced {
             fence: 1,
             current: 2,
@@ -161,12 +162,12 @@ pub async fn stale_fence_is_refused_and_only_new_fence_raises_it(j: Arc<dyn Jour
     }
     assert_eq!(j.head("s").await.unwrap(), 0);
     // A higher fence is accepted but does not raise the stored fence.
-    j.append("s", 0, 7, input("a")).await.unwrap();
-    j.append("s", 1, 2, input("b")).await.unwrap();
+    j.append_one("s", 0, 7, input("a")).await.unwrap();
+    j.append_one("s", 1, 2, input("b")).await.unwrap();
     assert_eq!(j.session_info("s").await.unwrap().fence, 2);
     assert_eq!(j.new_fence("s").await.unwrap(), 3);
     assert!(matches!(
-        j.append("s", 2, 2, input("c")).await,
+        j.append_one("s", 2, 2, input("c")).await,
         Err(JournalError::Fenced { .. })
     ));
     let recs = j.read("s", 0, 0).await.unwrap();
@@ -177,7 +178,9 @@ pub async fn read_windows_and_head(j: Arc<dyn Journal>) {
     assert_eq!(j.head("nobody").await.unwrap(), 0);
     assert!(j.read("nobody", 1, 0).await.unwrap().is_empty());
     for i in 0..6 {
-        j.append("s", i, 0, input(&i.to_string())).await.unwrap();
+        j.append_one("s", i, 0, input(&i.to_string()))
+            .await
+            .unwrap();
     }
     assert_eq!(j.head("s").await.unwrap(), 6);
     let seqs = |v: Vec<crate::LogRecord>| v.into_iter().map(|r| r.seq).collect::<Vec<_>>();
@@ -198,7 +201,7 @@ pub async fn parked_events_are_never_journaled(j: Arc<dyn Journal>) {
         EventBody::Parked(agentsessions_api::ApprovalRef::default()),
     );
     assert!(matches!(
-        j.append("s", 0, 0, parked).await,
+        j.append_one("s", 0, 0, parked).await,
         Err(JournalError::NotJournalable(_))
     ));
     assert_eq!(j.head("s").await.unwrap(), 0);
@@ -211,7 +214,7 @@ pub async fn invalid_timestamp_is_a_clear_error_and_nothing_appended(j: Arc<dyn 
         nanos: 2_000_000_000,
     });
     assert!(matches!(
-        j.append("s", 0, 0, ev).await,
+        j.append_one("s", 0, 0, ev).await,
         Err(JournalError::InvalidEvent(_))
     ));
     assert_eq!(j.head("s").await.unwrap(), 0);
@@ -293,7 +296,7 @@ pub async fn metadata_row_round_trips_and_append_creates_missing_rows(j: Arc<dyn
         Some(t)
     );
     // Append creates a missing row in the default project.
-    j.append("log-only", 0, 0, input("x")).await.unwrap();
+    j.append_one("log-only", 0, 0, input("x")).await.unwrap();
     let info = j.session_info("log-only").await.unwrap();
     assert_eq!(info.row.project, "default");
     assert_eq!(info.last_seq, 1);
@@ -311,9 +314,9 @@ pub async fn compute_state_follows_the_log(j: Arc<dyn Journal>) {
     .await
     .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::None);
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Live);
-    j.append("s", 1, 0, lifecycle(LifecycleKind::Suspend))
+    j.append_one("s", 1, 0, lifecycle(LifecycleKind::Suspend))
         .await
         .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
@@ -324,17 +327,17 @@ pub async fn compute_state_follows_the_log(j: Arc<dyn Journal>) {
             reason: "r".into(),
         }),
     );
-    j.append("s", 2, 0, req).await.unwrap();
+    j.append_one("s", 2, 0, req).await.unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
-    j.append("s", 3, 0, lifecycle(LifecycleKind::Baseline))
+    j.append_one("s", 3, 0, lifecycle(LifecycleKind::Baseline))
         .await
         .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
-    j.append("s", 4, 0, lifecycle(LifecycleKind::Resume))
+    j.append_one("s", 4, 0, lifecycle(LifecycleKind::Resume))
         .await
         .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Live);
-    j.append("s", 5, 0, lifecycle(LifecycleKind::Fork))
+    j.append_one("s", 5, 0, lifecycle(LifecycleKind::Fork))
         .await
         .unwrap();
     assert_eq!(state(j.clone()).await, ComputeState::Cold);
@@ -518,7 +521,7 @@ pub async fn concurrent_writers_one_session_no_gap_no_duplicate(j: Arc<dyn Journ
             while won.len() < per_writer {
                 let head = j.head("race").await.unwrap();
                 match j
-                    .append("race", head, 0, input(&format!("w{w}-{}", won.len())))
+                    .append_one("race", head, 0, input(&format!("w{w}-{}", won.len())))
                     .await
                 {
                     Ok(rec) => won.push(rec.seq),
@@ -550,7 +553,7 @@ pub async fn many_sessions_append_concurrently(j: Arc<dyn Journal>) {
         tasks.spawn(async move {
             let session = format!("many-{s}");
             for i in 0..20 {
-                j.append(&session, i, 0, input(&format!("{s}/{i}")))
+                j.append_one(&session, i, 0, input(&format!("{s}/{i}")))
                     .await
                     .unwrap();
             }
@@ -600,7 +603,10 @@ pub async fn fork_shares_the_parent_prefix_and_links_the_first_own_record(j: Arc
     assert_eq!(info.row.model, "m");
     assert!(info.row.name.is_empty(), "the name is never inherited");
     assert_eq!(info.compute_state, ComputeState::Live);
-    let marker = j.append("c", 3, fence, fork_marker("p", 3)).await.unwrap();
+    let marker = j
+        .append_one("c", 3, fence, fork_marker("p", 3))
+        .await
+        .unwrap();
     assert_eq!(marker.seq, 4);
     assert_eq!(marker.prev_hash, parent[2].hash);
     assert_eq!(
@@ -767,26 +773,26 @@ pub async fn fork_children_keep_cas_and_fences(j: Arc<dyn Journal>) {
     // Not at the fork point: the child's head is 2, not the parent's 4 nor 0.
     for expected in [0, 1, 4] {
         assert!(matches!(
-            j.append("c", expected, fence, input("x")).await,
+            j.append_one("c", expected, fence, input("x")).await,
             Err(JournalError::Conflict { actual: 2, .. })
         ));
     }
     // Below the minted fence.
     assert!(matches!(
-        j.append("c", 2, fence - 1, input("x")).await,
+        j.append_one("c", 2, fence - 1, input("x")).await,
         Err(JournalError::Fenced { .. })
     ));
     let newer = j.new_fence("c").await.unwrap();
     assert_eq!(newer, fence + 1);
     assert!(matches!(
-        j.append("c", 2, fence, input("x")).await,
+        j.append_one("c", 2, fence, input("x")).await,
         Err(JournalError::Fenced { .. })
     ));
-    let rec = j.append("c", 2, newer, input("x")).await.unwrap();
+    let rec = j.append_one("c", 2, newer, input("x")).await.unwrap();
     assert_eq!(rec.seq, 3);
     // The parent's fence is the parent's own.
     assert_eq!(j.session_info("p").await.unwrap().fence, 0);
-    j.append("p", 4, 0, input("p5")).await.unwrap();
+    j.append_one("p", 4, 0, input("p5")).await.unwrap();
     assert_eq!(j.head("c").await.unwrap(), 3);
     assert_eq!(j.session_info("c").await.unwrap().fence, newer);
 }
@@ -800,15 +806,15 @@ pub async fn fork_carries_the_projection_at_the_fork_point(j: Arc<dyn Journal>) 
             reason: "r".into(),
         }),
     );
-    j.append("p", 0, 0, input("a")).await.unwrap(); // 1 LIVE
-    j.append("p", 1, 0, lifecycle(LifecycleKind::Suspend)) // 2 COLD
+    j.append_one("p", 0, 0, input("a")).await.unwrap(); // 1 LIVE
+    j.append_one("p", 1, 0, lifecycle(LifecycleKind::Suspend)) // 2 COLD
         .await
         .unwrap();
-    j.append("p", 2, 0, req.clone()).await.unwrap(); // 3 COLD (unchanged)
-    j.append("p", 3, 0, lifecycle(LifecycleKind::Baseline)) // 4 COLD (unchanged)
+    j.append_one("p", 2, 0, req.clone()).await.unwrap(); // 3 COLD (unchanged)
+    j.append_one("p", 3, 0, lifecycle(LifecycleKind::Baseline)) // 4 COLD (unchanged)
         .await
         .unwrap();
-    j.append("p", 4, 0, lifecycle(LifecycleKind::Resume)) // 5 LIVE
+    j.append_one("p", 4, 0, lifecycle(LifecycleKind::Resume)) // 5 LIVE
         .await
         .unwrap();
     let state = |j: Arc<dyn Journal>, s: &'static str| async move {
@@ -824,11 +830,11 @@ pub async fn fork_carries_the_projection_at_the_fork_point(j: Arc<dyn Journal>) 
         assert_eq!(state(j.clone(), child).await, want, "fork at {at}");
     }
     // Through a grandchild whose own records fix nothing.
-    j.append("c2", 2, 1, req).await.unwrap();
+    j.append_one("c2", 2, 1, req).await.unwrap();
     j.fork_session("c2", 3, "g").await.unwrap();
     assert_eq!(state(j.clone(), "g").await, ComputeState::Cold);
     // A log that never fixed a state is NONE.
-    j.append("q", 0, 0, lifecycle(LifecycleKind::Baseline))
+    j.append_one("q", 0, 0, lifecycle(LifecycleKind::Baseline))
         .await
         .unwrap();
     j.fork_session("q", 1, "cq").await.unwrap();
@@ -887,7 +893,7 @@ pub async fn copied_prefix_children_read_as_plain_sessions(j: Arc<dyn Journal>) 
         .unwrap();
     let fence = j.new_fence("copy").await.unwrap();
     let marker = j
-        .append("copy", 3, fence, fork_marker("p", 3))
+        .append_one("copy", 3, fence, fork_marker("p", 3))
         .await
         .unwrap();
     assert_eq!(marker.prev_hash, parent[2].hash);
@@ -931,7 +937,7 @@ pub async fn concurrent_forks_and_parent_appends(j: Arc<dyn Journal>) {
         let j = Arc::clone(&j);
         tokio::spawn(async move {
             for i in 10..60 {
-                j.append("p", i, 0, input(&format!("late {i}")))
+                j.append_one("p", i, 0, input(&format!("late {i}")))
                     .await
                     .unwrap();
             }
@@ -944,7 +950,7 @@ pub async fn concurrent_forks_and_parent_appends(j: Arc<dyn Journal>) {
             let at = 1 + k % 10;
             let child = format!("child-{k}");
             let fence = j.fork_session("p", at, &child).await.unwrap();
-            j.append(&child, at, fence, fork_marker("p", at))
+            j.append_one(&child, at, fence, fork_marker("p", at))
                 .await
                 .unwrap();
             (child, at)
@@ -1045,7 +1051,7 @@ pub async fn owner_is_recorded_once_and_never_changes(j: Arc<dyn Journal>) {
     );
     // Appends and fences never touch it; a fork child starts with its parent's owner, an
     // unbound parent's child is unbound.
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     j.new_fence("s").await.unwrap();
     assert_eq!(
         j.session_info("s").await.unwrap().row.owner,
@@ -1056,7 +1062,7 @@ pub async fn owner_is_recorded_once_and_never_changes(j: Arc<dyn Journal>) {
         j.session_info("child").await.unwrap().row.owner,
         caller("alice")
     );
-    j.append("free", 0, 0, input("a")).await.unwrap();
+    j.append_one("free", 0, 0, input("a")).await.unwrap();
     j.fork_session("free", 1, "free-child").await.unwrap();
     assert_eq!(
         j.session_info("free-child").await.unwrap().row.owner,
@@ -1157,7 +1163,7 @@ pub async fn listing_by_owner_pages_exactly_and_never_mixes_owners(j: Arc<dyn Jo
 // extensions §3: LIFECYCLE_DELETE and DELETION_PENDING commit together; the reclaimer's queue.
 pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j: Arc<dyn Journal>) {
     put_at(&j, "s", "", 1).await;
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     assert_eq!(
         j.session_info("s").await.unwrap().deletion,
         DeletionState::Active
@@ -1165,7 +1171,12 @@ pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j:
     assert!(j.pending_deletions(10).await.unwrap().is_empty());
     // A refused append carrying the marker leaves the session active.
     let refused = j
-        .append_batch("s", 0, 0, vec![lifecycle(LifecycleKind::Delete)])
+        .append_records(AppendRequest::new(
+            "s",
+            0,
+            FenceUse::Hold(0),
+            vec![lifecycle(LifecycleKind::Delete)],
+        ))
         .await;
     assert!(
         matches!(refused, Err(JournalError::Conflict { .. })),
@@ -1182,7 +1193,7 @@ pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j:
         "{early:?}"
     );
     let record = j
-        .append("s", 1, 0, lifecycle(LifecycleKind::Delete))
+        .append_one("s", 1, 0, lifecycle(LifecycleKind::Delete))
         .await
         .unwrap();
     assert_eq!(record.seq, 2);
@@ -1193,7 +1204,7 @@ pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j:
     // Still readable, records intact.
     verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
     // Other sessions are untouched; a fork of a session taken before its deletion is active.
-    j.append("t", 0, 0, input("b")).await.unwrap();
+    j.append_one("t", 0, 0, input("b")).await.unwrap();
     j.fork_session("s", 1, "s-child").await.unwrap();
     assert_eq!(
         j.session_info("t").await.unwrap().deletion,
@@ -1225,7 +1236,12 @@ pub async fn delete_marker_sets_pending_in_its_commit_and_feeds_the_reclaimer(j:
 pub async fn fencing_append_mints_and_appends_in_one_commit(j: Arc<dyn Journal>) {
     // A session with no row yet: fence 1, records from seq 1.
     let opened = j
-        .append_batch_fencing("s", 0, vec![input("a"), input("b")])
+        .append_records(AppendRequest::new(
+            "s",
+            0,
+            FenceUse::Mint,
+            vec![input("a"), input("b")],
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -1233,14 +1249,14 @@ pub async fn fencing_append_mints_and_appends_in_one_commit(j: Arc<dyn Journal>)
         [(1, 1), (2, 1)]
     );
     assert_eq!(j.session_info("s").await.unwrap().fence, 1);
-    j.append("s", 2, 1, input("c")).await.unwrap();
+    j.append_one("s", 2, 1, input("c")).await.unwrap();
     // The next incarnation's opening supersedes the previous one's fence.
     let next = j
-        .append_batch_fencing("s", 3, vec![input("d")])
+        .append_records(AppendRequest::new("s", 3, FenceUse::Mint, vec![input("d")]))
         .await
         .unwrap();
     assert_eq!((next[0].seq, next[0].fence), (4, 2));
-    let stale = j.append("s", 4, 1, input("late")).await;
+    let stale = j.append_one("s", 4, 1, input("late")).await;
     assert!(
         matches!(stale, Err(JournalError::Fenced { .. })),
         "{stale:?}"
@@ -1248,13 +1264,15 @@ pub async fn fencing_append_mints_and_appends_in_one_commit(j: Arc<dyn Journal>)
     // It mints after a plain new_fence as well, and counts like one.
     assert_eq!(j.new_fence("s").await.unwrap(), 3);
     let after = j
-        .append_batch_fencing("s", 4, vec![input("e")])
+        .append_records(AppendRequest::new("s", 4, FenceUse::Mint, vec![input("e")]))
         .await
         .unwrap();
     assert_eq!(after[0].fence, 4);
     verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
     // An empty opening is refused and changes nothing.
-    let empty = j.append_batch_fencing("s", 5, Vec::new()).await;
+    let empty = j
+        .append_records(AppendRequest::new("s", 5, FenceUse::Mint, Vec::new()))
+        .await;
     assert!(
         matches!(empty, Err(JournalError::InvalidArgument(_))),
         "{empty:?}"
@@ -1266,17 +1284,24 @@ pub async fn fencing_append_mints_and_appends_in_one_commit(j: Arc<dyn Journal>)
 // the head goes on (the weakness of minting before the CAS check).
 pub async fn a_stale_fencing_append_never_supersedes_the_writer(j: Arc<dyn Journal>) {
     let won = j
-        .append_batch_fencing("s", 0, vec![input("a")])
+        .append_records(AppendRequest::new("s", 0, FenceUse::Mint, vec![input("a")]))
         .await
         .unwrap();
     let fence = won[0].fence;
-    let lost = j.append_batch_fencing("s", 0, vec![input("racer")]).await;
+    let lost = j
+        .append_records(AppendRequest::new(
+            "s",
+            0,
+            FenceUse::Mint,
+            vec![input("racer")],
+        ))
+        .await;
     assert!(
         matches!(lost, Err(JournalError::Conflict { .. })),
         "{lost:?}"
     );
     assert_eq!(j.session_info("s").await.unwrap().fence, fence);
-    j.append("s", 1, fence, input("the winner goes on"))
+    j.append_one("s", 1, fence, input("the winner goes on"))
         .await
         .unwrap();
     // Many racers at once on one cursor: exactly one opens, the others change nothing.
@@ -1285,8 +1310,13 @@ pub async fn a_stale_fencing_append_never_supersedes_the_writer(j: Arc<dyn Journ
     for i in 0..8 {
         let j = Arc::clone(&j);
         racers.push(tokio::spawn(async move {
-            j.append_batch_fencing("s", head, vec![input(&format!("r{i}"))])
-                .await
+            j.append_records(AppendRequest::new(
+                "s",
+                head,
+                FenceUse::Mint,
+                vec![input(&format!("r{i}"))],
+            ))
+            .await
         }));
     }
     let mut winners = Vec::new();
@@ -1303,7 +1333,7 @@ pub async fn a_stale_fencing_append_never_supersedes_the_writer(j: Arc<dyn Journ
     verify_records(&j.read("s", 0, 0).await.unwrap()).unwrap();
 }
 
-// Journal::append_queued: appends queued one after another, and a durable append right behind
+// Log::append with Wait::Queued: appends queued one after another, and a durable append right behind
 // them, commit in that order and chain like any others; a queued append the journal refuses
 // is refused through its records, and what was appended behind it (its cursor past the head)
 // is refused too, leaving the head where it was.
@@ -1312,14 +1342,24 @@ pub async fn queued_appends_commit_in_order_and_a_refusal_refuses_what_follows(
 ) {
     let fence = j.new_fence("s").await.unwrap();
     let first = j
-        .append_queued("s", 0, fence, vec![input("q1")])
+        .append(
+            AppendRequest::new("s", 0, FenceUse::Hold(fence), vec![input("q1")]).wait(Wait::Queued),
+        )
         .await
         .unwrap();
     let second = j
-        .append_queued("s", 1, fence, vec![input("q2"), input("q3")])
+        .append(
+            AppendRequest::new(
+                "s",
+                1,
+                FenceUse::Hold(fence),
+                vec![input("q2"), input("q3")],
+            )
+            .wait(Wait::Queued),
+        )
         .await
         .unwrap();
-    let durable = j.append("s", 3, fence, input("d")).await.unwrap();
+    let durable = j.append_one("s", 3, fence, input("d")).await.unwrap();
     assert_eq!(durable.seq, 4);
     let mut queued = first.records().await.unwrap();
     queued.extend(second.records().await.unwrap());
@@ -1333,10 +1373,13 @@ pub async fn queued_appends_commit_in_order_and_a_refusal_refuses_what_follows(
     verify_records(&all).unwrap();
 
     let stale = j
-        .append_queued("s", 2, fence, vec![input("stale")])
+        .append(
+            AppendRequest::new("s", 2, FenceUse::Hold(fence), vec![input("stale")])
+                .wait(Wait::Queued),
+        )
         .await
         .unwrap();
-    let behind = j.append("s", 5, fence, input("behind")).await;
+    let behind = j.append_one("s", 5, fence, input("behind")).await;
     let refused = stale.records().await;
     assert!(
         matches!(refused, Err(JournalError::Conflict { .. })),

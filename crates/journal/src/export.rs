@@ -39,6 +39,7 @@ use crate::error::JournalError;
 use crate::journal::Journal;
 use crate::record::LogRecord;
 
+use crate::LogExt as _;
 /// A layout of the reference JSON journal; see the [module documentation](self).
 pub use agentsessions_wire::gojson::GoShape as JsonFormat;
 
@@ -253,7 +254,7 @@ pub async fn load_records(
             });
         };
         let committed = journal
-            .append(
+            .append_one(
                 session,
                 expected_last_seq,
                 record.fence,

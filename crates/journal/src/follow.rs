@@ -1,6 +1,6 @@
 //! Following a session's commits as they happen: [`CommitFeed`], which a backend tells about
 //! every commit, and [`HeadFollow`], a subscription to one session's head, which
-//! [`Journal::follow`](crate::Journal::follow) hands out. [`RecordFollower`](crate::RecordFollower)
+//! [`Log::follow`](crate::Log::follow) hands out. [`RecordFollower`](crate::RecordFollower)
 //! (in `record_follower`) turns such a subscription into the session's records, read from the
 //! journal page by page.
 //!
@@ -99,7 +99,7 @@ impl CommitFeed {
 }
 
 /// A subscription to one session's committed head, from
-/// [`Journal::follow`](crate::Journal::follow). Dropping it unsubscribes.
+/// [`Log::follow`](crate::Log::follow). Dropping it unsubscribes.
 #[derive(Debug)]
 pub struct HeadFollow {
     session: String,

@@ -5,7 +5,8 @@
 //! journal mints), not by the callers' good behavior; see [`Journal`].
 //!
 //! Module map:
-//! - [`journal`]: the [`Journal`] trait.
+//! - [`journal`]: the [`Log`] and [`Catalog`] traits, which [`Journal`] is both of.
+//! - [`append`]: [`AppendRequest`] and [`Appended`], the one way to append ([`Log::append`]).
 //! - [`rows`]: what it stores and answers besides records (session and harness rows, the
 //!   listing's query and page) and the defaults they share.
 //! - [`record`]: [`LogRecord`], the envelope around each event.
@@ -19,18 +20,18 @@
 //! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
 //! - [`usage`]: token usage summed per session, kept the same way.
 //! - [`follow`], [`record_follower`]: following a session's commits as they happen
-//!   ([`Journal::follow`]), and its records with them ([`RecordFollower`]).
+//!   ([`Log::follow`]), and its records with them ([`RecordFollower`]).
 //! - [`export`]: import and export of journals in the reference JSON format.
 //! - [`audit`]: the language-neutral audit bundle an outside verifier checks.
 //! - [`page_token`], [`projection`], [`rules`]: listing tokens, the compute-state projection and
 //!   the id formats and checks every backend shares.
 //! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
-//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack;
-//!   [`queued`]: an append handed over without waiting ([`Journal::append_queued`]).
+//! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
 //! - `conformance`, `testing` (feature `test-util`): the behavioral suite every backend runs,
 //!   and the fixtures backend tests share.
 #![warn(missing_docs)]
 
+pub mod append;
 pub mod approvals;
 pub mod audit;
 pub mod chain;
@@ -46,7 +47,6 @@ pub mod lineage;
 pub mod memory;
 pub mod page_token;
 pub mod projection;
-pub mod queued;
 pub mod record;
 pub mod record_follower;
 pub mod rows;
@@ -58,6 +58,7 @@ pub mod testing;
 pub mod usage;
 pub mod writer_queue;
 
+pub use append::{AppendRequest, Appended, LogExt, Wait};
 pub use approvals::{ApprovalPage, ApprovalsQuery, PendingApproval};
 pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
@@ -65,9 +66,8 @@ pub use chain::{
 pub use error::{JournalError, Result};
 pub use extension::{Extension, FenceUse, LogHead, extend};
 pub use follow::{CommitFeed, HeadFollow};
-pub use journal::Journal;
+pub use journal::{Catalog, Journal, Log};
 pub use memory::MemoryJournal;
-pub use queued::QueuedAppend;
 pub use record::LogRecord;
 pub use record_follower::RecordFollower;
 pub use rows::{

@@ -1,6 +1,6 @@
 //! Shared-prefix fork children: which stored rows make up a session's chain.
 //!
-//! A child made by [`Journal::fork_session`](crate::Journal::fork_session) stores only its own
+//! A child made by [`Log::fork_session`](crate::Log::fork_session) stores only its own
 //! records. A *prefix link* `(child → parent, fork_seq)` says that its records `1..=fork_seq` are
 //! the parent's chain up to that seq, which may itself continue into the grandparent:
 //!

@@ -3,9 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agentsessions_api::{ComputeState, DeletionState, Event, Timestamp};
+use agentsessions_api::{ComputeState, DeletionState, Timestamp};
 use async_trait::async_trait;
 
+use crate::append::{AppendRequest, Appended};
 use crate::approvals::{
     ApprovalCursor, ApprovalPage, ApprovalsPlan, ApprovalsQuery, CALL_LOOKBACK, PendingApproval,
     PendingChange, gated_call,
@@ -14,7 +15,7 @@ use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
 use crate::extension::{FenceUse, LogHead, extend};
 use crate::follow::{CommitFeed, HeadFollow};
-use crate::journal::Journal;
+use crate::journal::{Catalog, Log};
 use crate::projection::state_walking_back;
 use crate::record::LogRecord;
 use crate::rows::{
@@ -26,17 +27,17 @@ use crate::usage::UsageTotals;
 
 /// One session's chain: the records it shares with its parent, then its own.
 ///
-/// A fork child holds an `Arc` of its parent's `Log` and reads records `1..=fork_seq` from it;
+/// A fork child holds an `Arc` of its parent's `Chain` and reads records `1..=fork_seq` from it;
 /// nothing is copied, and the parent's later appends land past `fork_seq`, where the child never
 /// looks. The parent's `own` vector sits behind its own lock only because it is shared; every
 /// access happens under the journal's state lock anyway.
 #[derive(Debug, Default)]
-struct Log {
-    base: Option<(Arc<Log>, i64)>,
+struct Chain {
+    base: Option<(Arc<Chain>, i64)>,
     own: Mutex<Vec<LogRecord>>,
 }
 
-impl Log {
+impl Chain {
     fn own(&self) -> MutexGuard<'_, Vec<LogRecord>> {
         self.own.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -104,7 +105,7 @@ struct SessionState {
     updated_at: Timestamp,
     fence: i64,
     compute_state: ComputeState,
-    log: Arc<Log>,
+    log: Arc<Chain>,
     /// Set for a child made by `fork_session`: `(parent, fork_seq)`, fixed for good.
     link: Option<(String, i64)>,
     deletion: DeletionState,
@@ -179,8 +180,8 @@ impl MemoryJournal {
             })
     }
 
-    /// Appends under the state lock: with `Some(fence)` as [`Journal::append_batch`], with
-    /// `None` minting the next fence first as [`Journal::append_batch_fencing`] (only after the
+    /// Appends under the state lock: with `Some(fence)` as [`FenceUse::Hold`](crate::FenceUse::Hold), with
+    /// `None` minting the next fence first as [`FenceUse::Mint`](crate::FenceUse::Mint) (only after the
     /// CAS check passed, so a stale cursor changes nothing).
     fn append_locked(
         &self,
@@ -299,37 +300,27 @@ fn info_of(s: &SessionState) -> SessionInfo {
 }
 
 #[async_trait]
-impl Journal for MemoryJournal {
-    async fn append_batch(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        let prepared = rules::prepare_batch(session, events, false)?;
+impl Log for MemoryJournal {
+    /// Every wait is answered at once: memory is committed and as durable as it gets when the
+    /// state lock is released.
+    async fn append(&self, request: AppendRequest) -> Result<Appended> {
+        let fence = match request.fence {
+            FenceUse::Hold(fence) => Some(fence),
+            FenceUse::Mint => None,
+        };
+        let prepared = rules::prepare_batch(&request.session, request.events, fence.is_none())?;
+        let session = request.session.as_str();
         let records = self.append_locked(
             &mut self.lock(),
             session,
-            expected_last_seq,
-            Some(fence),
+            request.expected_last_seq,
+            fence,
             prepared,
-        )?;
-        self.feed.publish_records(session, &records);
-        Ok(records)
-    }
-
-    async fn append_batch_fencing(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        let prepared = rules::prepare_batch(session, events, true)?;
-        let records =
-            self.append_locked(&mut self.lock(), session, expected_last_seq, None, prepared)?;
-        self.feed.publish_records(session, &records);
-        Ok(records)
+        );
+        if let Ok(records) = &records {
+            self.feed.publish_records(session, records);
+        }
+        Ok(Appended::answered(records))
     }
 
     fn follow(&self, session: &str) -> HeadFollow {
@@ -376,7 +367,7 @@ impl Journal for MemoryJournal {
         if state.sessions.contains_key(child) {
             return Err(JournalError::SessionExists(child.to_owned()));
         }
-        let log = Arc::new(Log {
+        let log = Arc::new(Chain {
             base: Some((Arc::clone(&source.log), at_seq)),
             own: Mutex::default(),
         });
@@ -412,7 +403,10 @@ impl Journal for MemoryJournal {
         );
         Ok(1)
     }
+}
 
+#[async_trait]
+impl Catalog for MemoryJournal {
     async fn put_session(&self, row: SessionRow) -> Result<()> {
         rules::check_session_uid(&row.uid)?;
         let now = Timestamp::now();

@@ -1,7 +1,7 @@
 //! The compute-state projection moved inside each append (semantics §1.7): what the log
 //! implies about the incarnation, not a probe of the runtime. A host that learns what the
 //! runtime holds once an operation ended settles it with
-//! [`Journal::settle_compute_state`](crate::Journal::settle_compute_state); the next append
+//! [`Catalog::settle_compute_state`](crate::Catalog::settle_compute_state); the next append
 //! moves it on from there.
 
 use agentsessions_api::{ComputeState, Event, EventBody, EventKind, LifecycleKind};

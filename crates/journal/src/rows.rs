@@ -72,7 +72,7 @@ pub struct SessionInfo {
     pub usage: UsageTotals,
 }
 
-/// One page request of [`Journal::list_sessions`].
+/// One page request of [`Catalog::list_sessions`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListQuery {
     /// Exact project; empty means the default project.

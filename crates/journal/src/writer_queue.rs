@@ -6,9 +6,9 @@ use agentsessions_api::Event;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
+use crate::append::Appended;
 use crate::chain::PreparedEvent;
 use crate::error::{JournalError, Result};
-use crate::queued::QueuedAppend;
 use crate::record::LogRecord;
 use crate::rules;
 
@@ -53,7 +53,7 @@ pub struct Append {
     /// The events, ready to chain.
     pub events: Vec<PreparedEvent>,
     /// Whether the caller waits for durability (else only for the commit; see
-    /// [`Journal::append_deferred`](crate::Journal::append_deferred)). Backends that cannot
+    /// [`Wait::Committed`](crate::Wait::Committed)). Backends that cannot
     /// tell the two apart treat every append as durable.
     pub durable: bool,
     /// Where the records go once durable (or committed, for a deferred append).
@@ -108,9 +108,9 @@ pub async fn append<C>(
     appended
 }
 
-/// Prepares a deferred append with `fence` and hands it to the writer as the command `wrap`
-/// makes of it, without waiting for its commit (see
-/// [`Journal::append_queued`](crate::Journal::append_queued)). Waits only for room in the
+/// Prepares a deferred append with `fence` (or minting, `None`) and hands it to the writer as
+/// the command `wrap` makes of it, without waiting for its commit (see
+/// [`Wait::Queued`](crate::Wait::Queued)). Waits only for room in the
 /// queue, so appends queued one after another reach the writer in that order.
 ///
 /// # Errors
@@ -120,20 +120,20 @@ pub async fn queue_append<C>(
     wrap: impl FnOnce(Append) -> C,
     session: &str,
     expected_last_seq: i64,
-    fence: i64,
+    fence: Option<i64>,
     events: Vec<Event>,
-) -> Result<QueuedAppend> {
-    let events = rules::prepare_batch(session, events, false)?;
+) -> Result<Appended> {
+    let events = rules::prepare_batch(session, events, fence.is_none())?;
     let answer = hand_over(queue, |ack| {
         wrap(Append {
             session: session.to_owned(),
             expected_last_seq,
-            fence: Some(fence),
+            fence,
             events,
             durable: false,
             ack,
         })
     })
     .await?;
-    Ok(QueuedAppend::queued(answer))
+    Ok(Appended::queued(answer))
 }

@@ -11,6 +11,7 @@ use agentsessions_api::{
     Event, EventBody, EventKind, ExecutionStart, Message, Part, Timestamp, ToolCall, ToolResult,
     ToolResultCode,
 };
+use agentsessions_journal::Log as _;
 use agentsessions_journal::LogRecord;
 use agentsessions_journal::export::{
     ExportError, ImportedJournal, JsonFormat, export_reference_json, import_reference_json,
@@ -338,7 +339,7 @@ fn tolerant_decoding_and_empty_journals() {
 #[tokio::test]
 async fn fixtures_load_into_sqlite_reopen_verify_and_export_identically() {
     use agentsessions_journal::export::load_records;
-    use agentsessions_journal::{Journal, SqliteJournal, verify_raw};
+    use agentsessions_journal::{SqliteJournal, verify_raw};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fixtures.db");
@@ -368,7 +369,7 @@ async fn fixtures_load_into_sqlite_reopen_verify_and_export_identically() {
 #[tokio::test]
 async fn loading_a_tampered_record_is_refused_at_its_seq() {
     use agentsessions_journal::export::load_records;
-    use agentsessions_journal::{Journal, JournalError, MemoryJournal};
+    use agentsessions_journal::{JournalError, MemoryJournal};
 
     let mut imported = import("completed.json");
     imported.records[2].hash = "0".repeat(64);

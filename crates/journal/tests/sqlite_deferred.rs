@@ -1,12 +1,14 @@
-//! Deferred appends on the SQLite journal (`Journal::append_deferred`): told at commit, made
+//! Deferred appends on the SQLite journal (`Log::append` with `Wait::Committed`): told at commit, made
 //! durable by the next durable append's WAL sync (or alone after the delay), never read back
 //! before they are durable, and never lost by a clean close.
 #![allow(clippy::tests_outside_test_module, clippy::unwrap_used)]
 
 use std::time::Duration;
 
+use agentsessions_journal::Log as _;
 use agentsessions_journal::testing::input;
-use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
+use agentsessions_journal::{Durability, SqliteJournal, SqliteOptions};
 
 fn open(dir: &tempfile::TempDir, delay: Duration) -> SqliteJournal {
     let options = SqliteOptions {
@@ -29,12 +31,20 @@ async fn a_deferred_append_shares_the_next_durable_appends_sync() {
     let handoffs = j.wal_sync_handoffs();
     for n in 0..10 {
         let deferred = j
-            .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
+            .append_records(
+                AppendRequest::new(
+                    "s",
+                    head,
+                    FenceUse::from_option(Some(fence)),
+                    vec![input(&format!("d{n}"))],
+                )
+                .wait(Wait::Committed),
+            )
             .await
             .unwrap();
         head = deferred[0].seq;
         head = j
-            .append("s", head, fence, input(&format!("n{n}")))
+            .append_one("s", head, fence, input(&format!("n{n}")))
             .await
             .unwrap()
             .seq;
@@ -47,12 +57,12 @@ async fn a_deferred_append_shares_the_next_durable_appends_sync() {
     let before = j.wal_syncs();
     for n in 0..10 {
         head = j
-            .append("s", head, fence, input(&format!("a{n}")))
+            .append_one("s", head, fence, input(&format!("a{n}")))
             .await
             .unwrap()
             .seq;
         head = j
-            .append("s", head, fence, input(&format!("b{n}")))
+            .append_one("s", head, fence, input(&format!("b{n}")))
             .await
             .unwrap()
             .seq;
@@ -70,7 +80,15 @@ async fn a_deferred_record_is_read_back_only_once_durable() {
     let before = j.wal_syncs();
     let handoffs = j.wal_sync_handoffs();
     let records = j
-        .append_deferred("s", 0, Some(fence), vec![input("one"), input("two")])
+        .append_records(
+            AppendRequest::new(
+                "s",
+                0,
+                FenceUse::from_option(Some(fence)),
+                vec![input("one"), input("two")],
+            )
+            .wait(Wait::Committed),
+        )
         .await
         .unwrap();
     assert_eq!(records.len(), 2);
@@ -83,29 +101,41 @@ async fn a_deferred_record_is_read_back_only_once_durable() {
 }
 
 // The CAS and the fence are checked at commit as for any append; a minting (fence-less)
-// deferred append opens an incarnation like append_batch_fencing.
+// deferred append opens an incarnation like a durable minting one (`FenceUse::Mint`).
 #[tokio::test]
 async fn deferred_appends_keep_the_cas_and_the_fence() {
     let dir = tempfile::tempdir().unwrap();
     let j = open(&dir, Duration::from_millis(2));
     let opened = j
-        .append_deferred("s", 0, None, vec![input("open")])
+        .append_records(
+            AppendRequest::new("s", 0, FenceUse::from_option(None), vec![input("open")])
+                .wait(Wait::Committed),
+        )
         .await
         .unwrap();
     let fence = opened[0].fence;
     assert!(fence >= 1);
     let stale = j
-        .append_deferred("s", 0, Some(fence), vec![input("x")])
+        .append_records(
+            AppendRequest::new("s", 0, FenceUse::from_option(Some(fence)), vec![input("x")])
+                .wait(Wait::Committed),
+        )
         .await;
     assert!(stale.is_err(), "a stale cursor is refused");
     let newer = j.new_fence("s").await.unwrap();
     let fenced = j
-        .append_deferred("s", 1, Some(fence), vec![input("y")])
+        .append_records(
+            AppendRequest::new("s", 1, FenceUse::from_option(Some(fence)), vec![input("y")])
+                .wait(Wait::Committed),
+        )
         .await;
     assert!(fenced.is_err(), "an old fence is refused");
-    j.append_deferred("s", 1, Some(newer), vec![input("z")])
-        .await
-        .unwrap();
+    j.append_records(
+        AppendRequest::new("s", 1, FenceUse::from_option(Some(newer)), vec![input("z")])
+            .wait(Wait::Committed),
+    )
+    .await
+    .unwrap();
 }
 
 // Closing the journal syncs what deferred appends left, without waiting out the delay: a reopen
@@ -117,7 +147,15 @@ async fn a_clean_close_keeps_deferred_records() {
         let j = open(&dir, Duration::from_secs(30));
         let fence = j.new_fence("s").await.unwrap();
         let records = j
-            .append_deferred("s", 0, Some(fence), vec![input("kept")])
+            .append_records(
+                AppendRequest::new(
+                    "s",
+                    0,
+                    FenceUse::from_option(Some(fence)),
+                    vec![input("kept")],
+                )
+                .wait(Wait::Committed),
+            )
             .await
             .unwrap();
         let closing = std::time::Instant::now();
@@ -143,14 +181,22 @@ async fn consecutive_deferred_appends_wait_together() {
     let mut head = 0;
     for n in 0..5 {
         head = j
-            .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
+            .append_records(
+                AppendRequest::new(
+                    "s",
+                    head,
+                    FenceUse::from_option(Some(fence)),
+                    vec![input(&format!("d{n}"))],
+                )
+                .wait(Wait::Committed),
+            )
             .await
             .unwrap()[0]
             .seq;
         // Give journal-sync time to take each batch on its own.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    j.append("s", head, fence, input("end")).await.unwrap();
+    j.append_one("s", head, fence, input("end")).await.unwrap();
     assert_eq!(j.wal_syncs() - before, 1);
 }
 
@@ -161,9 +207,17 @@ async fn a_quick_read_waits_for_durability_without_holding_its_thread() {
     let dir = tempfile::tempdir().unwrap();
     let j = open(&dir, Duration::from_millis(300));
     let fence = j.new_fence("s").await.unwrap();
-    j.append_deferred("s", 0, Some(fence), vec![input("one")])
-        .await
-        .unwrap();
+    j.append_records(
+        AppendRequest::new(
+            "s",
+            0,
+            FenceUse::from_option(Some(fence)),
+            vec![input("one")],
+        )
+        .wait(Wait::Committed),
+    )
+    .await
+    .unwrap();
     let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let ticker = {
         let ticks = std::sync::Arc::clone(&ticks);
@@ -195,7 +249,12 @@ async fn long_reads_continue_past_the_quick_part_through_a_fork_prefix() {
     let mut head = 0;
     for n in 0..150 {
         head = j
-            .append_batch("p", head, fence, vec![input(&format!("p{n}"))])
+            .append_records(AppendRequest::new(
+                "p",
+                head,
+                FenceUse::Hold(fence),
+                vec![input(&format!("p{n}"))],
+            ))
             .await
             .unwrap()[0]
             .seq;
@@ -204,7 +263,12 @@ async fn long_reads_continue_past_the_quick_part_through_a_fork_prefix() {
     let mut child_head = 100;
     for n in 0..70 {
         child_head = j
-            .append_batch("c", child_head, child_fence, vec![input(&format!("c{n}"))])
+            .append_records(AppendRequest::new(
+                "c",
+                child_head,
+                FenceUse::Hold(child_fence),
+                vec![input(&format!("c{n}"))],
+            ))
             .await
             .unwrap()[0]
             .seq;
@@ -231,7 +295,7 @@ async fn long_reads_continue_past_the_quick_part_through_a_fork_prefix() {
     assert_eq!(j.read("c", 40, 104).await.unwrap(), child[39..104].to_vec());
 }
 
-// Journal::append_queued hands an append back before its commit: here the writer cannot commit
+// Log::append with Wait::Queued hands an append back before its commit: here the writer cannot commit
 // (another connection holds the file's write lock), yet the append is queued at once, and the
 // durable append behind it waits with it; once the lock goes both commit, in order.
 #[tokio::test]
@@ -243,14 +307,17 @@ async fn a_queued_append_is_handed_back_before_its_commit() {
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
     let queued = tokio::time::timeout(
         Duration::from_secs(2),
-        j.append_queued("s", 0, fence, vec![input("queued")]),
+        j.append(
+            AppendRequest::new("s", 0, FenceUse::Hold(fence), vec![input("queued")])
+                .wait(Wait::Queued),
+        ),
     )
     .await
     .expect("queued without waiting for the commit")
     .unwrap();
     let behind = tokio::spawn({
         let j = std::sync::Arc::clone(&j);
-        async move { j.append("s", 1, fence, input("durable")).await }
+        async move { j.append_one("s", 1, fence, input("durable")).await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(

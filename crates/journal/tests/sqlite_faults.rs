@@ -19,9 +19,10 @@ use agentsessions_api::{
 use agentsessions_journal::chain::RawRecord;
 use agentsessions_journal::sqlite::SCHEMA_VERSION;
 use agentsessions_journal::testing::input;
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
+use agentsessions_journal::{Catalog as _, Log as _};
 use agentsessions_journal::{
-    ChainFault, Durability, Journal, JournalError, SqliteJournal, SqliteOptions, TamperReason,
-    verify_raw,
+    ChainFault, Durability, JournalError, SqliteJournal, SqliteOptions, TamperReason, verify_raw,
 };
 use rusqlite::Connection;
 
@@ -52,7 +53,7 @@ fn db_in(dir: &tempfile::TempDir) -> PathBuf {
 async fn fill(path: &Path, session: &str, n: i64) {
     let j = SqliteJournal::open(path).unwrap();
     for i in 0..n {
-        j.append(session, i, 0, input(&format!("record {i}")))
+        j.append_one(session, i, 0, input(&format!("record {i}")))
             .await
             .unwrap();
     }
@@ -228,7 +229,7 @@ async fn v1_file_migrates_and_reserves_recorded_harness_names() {
                 ..ExecutionStart::default()
             }),
         );
-        j.append("s", 0, 0, start).await.unwrap();
+        j.append_one("s", 0, 0, start).await.unwrap();
     }
     // Turn it back into a v1 file: no registry tables, stamp 1.
     Connection::open(&path)
@@ -257,7 +258,9 @@ async fn records_survive_reopen() {
     assert_eq!(j.head("s").await.unwrap(), 10);
     let records = j.read("s", 1, 0).await.unwrap();
     agentsessions_journal::verify_records(&records).unwrap();
-    j.append("s", 10, 0, input("after reopen")).await.unwrap();
+    j.append_one("s", 10, 0, input("after reopen"))
+        .await
+        .unwrap();
 }
 
 // issue: a flipped byte in a stored event is detected, with its seq
@@ -400,7 +403,7 @@ fn child_writer_entry() {
             );
             let head = j.head(&session).await.unwrap();
             match j
-                .append(
+                .append_one(
                     &session,
                     head,
                     0,
@@ -526,7 +529,7 @@ async fn writer_killed_mid_burst_leaves_a_verifiable_chain() {
         usize::try_from(head).unwrap()
     );
     // And the session continues from its head.
-    j.append("burst", head, 0, input("after crash"))
+    j.append_one("burst", head, 0, input("after crash"))
         .await
         .unwrap();
 }
@@ -579,7 +582,9 @@ async fn parallel_verification_reports_the_first_bad_seq() {
     let path = db_in(&dir);
     let j = SqliteJournal::open(&path).unwrap();
     let events: Vec<Event> = (0..5000).map(|i| input(&format!("record {i}"))).collect();
-    j.append_batch("long", 0, 0, events).await.unwrap();
+    j.append_records(AppendRequest::new("long", 0, FenceUse::Hold(0), events))
+        .await
+        .unwrap();
     assert_eq!(
         verify_raw(&j.read_raw("long").await.unwrap())
             .unwrap()
@@ -613,24 +618,24 @@ async fn two_journals_on_one_file_see_each_others_writes() {
         let path = db_in(&dir);
         let a = open(&path, durability);
         let b = open(&path, durability);
-        a.append("s", 0, 0, input("a1")).await.unwrap();
-        b.append("s", 1, 0, input("b2")).await.unwrap();
+        a.append_one("s", 0, 0, input("a1")).await.unwrap();
+        b.append_one("s", 1, 0, input("b2")).await.unwrap();
         // a's cached head is 1: a stale cache would refuse 2 and accept 1.
         assert!(matches!(
-            a.append("s", 1, 0, input("stale")).await,
+            a.append_one("s", 1, 0, input("stale")).await,
             Err(JournalError::Conflict { actual: 2, .. })
         ));
-        let rec = a.append("s", 2, 0, input("a3")).await.unwrap();
+        let rec = a.append_one("s", 2, 0, input("a3")).await.unwrap();
         assert_eq!(rec.seq, 3);
         // A fence minted through b refuses a's old fence (no SQL constraint would).
         assert_eq!(b.new_fence("s").await.unwrap(), 1);
         assert!(matches!(
-            a.append("s", 3, 0, input("fenced")).await,
+            a.append_one("s", 3, 0, input("fenced")).await,
             Err(JournalError::Fenced { current: 1, .. })
         ));
-        a.append("s", 3, 1, input("a4")).await.unwrap();
+        a.append_one("s", 3, 1, input("a4")).await.unwrap();
         // b suspends; a's approval request keeps the state b's event set.
-        b.append("s", 4, 1, lifecycle(LifecycleKind::Suspend))
+        b.append_one("s", 4, 1, lifecycle(LifecycleKind::Suspend))
             .await
             .unwrap();
         let approval = Event::new(
@@ -640,7 +645,7 @@ async fn two_journals_on_one_file_see_each_others_writes() {
                 reason: "r".into(),
             }),
         );
-        a.append("s", 5, 1, approval).await.unwrap();
+        a.append_one("s", 5, 1, approval).await.unwrap();
         let info = a.session_info("s").await.unwrap();
         assert_eq!(info.compute_state, ComputeState::Cold);
         assert_eq!((info.last_seq, info.fence), (6, 1));
@@ -660,7 +665,7 @@ async fn append_completes_a_bare_session_row() {
         .execute("INSERT INTO sessions(session) VALUES ('bare')", [])
         .unwrap();
     let j = SqliteJournal::open(&path).unwrap();
-    j.append("bare", 0, 0, input("x")).await.unwrap();
+    j.append_one("bare", 0, 0, input("x")).await.unwrap();
     let info = j.session_info("bare").await.unwrap();
     assert_eq!(info.row.project, "default");
     assert!(info.row.created_at.unwrap().unix_nanos() > 0);
@@ -676,7 +681,10 @@ async fn streaming_verification_matches_verify_raw() {
     let path = db_in(&dir);
     let j = SqliteJournal::open(&path).unwrap();
     let events: Vec<Event> = (0..9000).map(|i| input(&format!("record {i}"))).collect();
-    let records = j.append_batch("long", 0, 0, events).await.unwrap();
+    let records = j
+        .append_records(AppendRequest::new("long", 0, FenceUse::Hold(0), events))
+        .await
+        .unwrap();
     let summary = j.verify_session("long").await.unwrap().unwrap();
     assert_eq!(summary.records, 9000);
     assert_eq!(summary.head_hash, records.last().unwrap().hash);
@@ -801,7 +809,7 @@ async fn an_unknown_deletion_state_fails_closed() {
     // A later delete marker does not turn the unknown state into a known one.
     let head = journal.head("s").await.unwrap();
     journal
-        .append(
+        .append_one(
             "s",
             head,
             0,

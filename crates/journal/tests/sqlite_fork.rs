@@ -6,9 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::export::{JsonFormat, export_reference_json, import_reference_json};
 use agentsessions_journal::testing::{fill, fork_marker, fork_with_marker, input};
-use agentsessions_journal::{Journal, JournalError, SessionRow, SqliteJournal, verify_records};
+use agentsessions_journal::{Catalog as _, Log as _};
+use agentsessions_journal::{JournalError, SessionRow, SqliteJournal, verify_records};
 use rusqlite::Connection;
 
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {
@@ -59,7 +61,7 @@ async fn shared_prefix_children_survive_reopen_and_verify_whole() {
     let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(j.head("c").await.unwrap(), 4_500);
     let marker = j
-        .append("c", 4_500, fence, fork_marker("p", 4_500))
+        .append_one("c", 4_500, fence, fork_marker("p", 4_500))
         .await
         .unwrap();
     let parent_at = j.read("p", 4_500, 4_500).await.unwrap();
@@ -170,7 +172,7 @@ async fn reference_written_children_with_copied_prefixes_keep_working() {
     let j = SqliteJournal::open(&path).unwrap();
     let parent = j.read("p", 0, 0).await.unwrap();
     let marker = j
-        .append("ref-child", 3, 1, fork_marker("p", 3))
+        .append_one("ref-child", 3, 1, fork_marker("p", 3))
         .await
         .unwrap();
     assert_eq!(marker.prev_hash, parent[2].hash);
@@ -215,15 +217,18 @@ async fn a_fork_through_one_journal_is_appended_through_another() {
     assert_eq!(b.head("c").await.unwrap(), 0);
     // b caches "c" as empty before the fork exists.
     assert!(matches!(
-        b.append("c", 1, 0, input("early")).await,
+        b.append_one("c", 1, 0, input("early")).await,
         Err(JournalError::Conflict { actual: 0, .. })
     ));
     let fence = a.fork_session("p", 2, "c").await.unwrap();
-    let marker = b.append("c", 2, fence, fork_marker("p", 2)).await.unwrap();
+    let marker = b
+        .append_one("c", 2, fence, fork_marker("p", 2))
+        .await
+        .unwrap();
     assert_eq!(marker.seq, 3);
     fill(&b, "p", 1).await;
     let fence2 = a.fork_session("p", 4, "c2").await.unwrap();
-    b.append("c2", 4, fence2, fork_marker("p", 4))
+    b.append_one("c2", 4, fence2, fork_marker("p", 4))
         .await
         .unwrap();
     verify_records(&a.read("c2", 0, 0).await.unwrap()).unwrap();

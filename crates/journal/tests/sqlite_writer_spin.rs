@@ -5,8 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use agentsessions_journal::Log as _;
 use agentsessions_journal::testing::input;
-use agentsessions_journal::{Durability, Journal, SqliteJournal, SqliteOptions};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
+use agentsessions_journal::{Durability, SqliteJournal, SqliteOptions};
 
 fn open(dir: &tempfile::TempDir, spin: Duration, delay: Duration) -> SqliteJournal {
     let options = SqliteOptions {
@@ -26,13 +28,21 @@ async fn sleeps_over_pairs(j: &SqliteJournal) -> u64 {
     let sleeps = j.writer_sleeps();
     for n in 0..5 {
         head = j
-            .append_deferred("s", head, Some(fence), vec![input(&format!("d{n}"))])
+            .append_records(
+                AppendRequest::new(
+                    "s",
+                    head,
+                    FenceUse::from_option(Some(fence)),
+                    vec![input(&format!("d{n}"))],
+                )
+                .wait(Wait::Committed),
+            )
             .await
             .unwrap()[0]
             .seq;
         tokio::time::sleep(Duration::from_millis(20)).await;
         head = j
-            .append("s", head, fence, input(&format!("a{n}")))
+            .append_one("s", head, fence, input(&format!("a{n}")))
             .await
             .unwrap()
             .seq;
@@ -78,9 +88,17 @@ async fn the_spin_never_holds_a_deferred_batch_past_its_delay() {
     let fence = j.new_fence("s").await.unwrap();
     let syncs = j.wal_syncs();
     let sent = Instant::now();
-    j.append_deferred("s", 0, Some(fence), vec![input("alone")])
-        .await
-        .unwrap();
+    j.append_records(
+        AppendRequest::new(
+            "s",
+            0,
+            FenceUse::from_option(Some(fence)),
+            vec![input("alone")],
+        )
+        .wait(Wait::Committed),
+    )
+    .await
+    .unwrap();
     while j.wal_syncs() == syncs {
         assert!(
             sent.elapsed() < Duration::from_secs(10),

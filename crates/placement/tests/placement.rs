@@ -17,6 +17,7 @@ use agentsessions_api::{
     ApprovalDecision, ComputeState, EventBody, EventKind, LifecycleKind, Message, SnapshotRef,
 };
 use agentsessions_controller::ExecRequest;
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::LogRecord;
 use agentsessions_placement::{ExecCall, ForkCall, PlacementError, Placer, ResumeCall, RuntimeOp};
 use support::{InMemoryTestRuntime, SequentialIds, journals, placer, session};
@@ -436,7 +437,7 @@ async fn the_reclaimer_releases_deleted_sessions_only() {
         let head = journal.head("elsewhere").await.unwrap();
         let fence = journal.new_fence("elsewhere").await.unwrap();
         journal
-            .append(
+            .append_one(
                 "elsewhere",
                 head,
                 fence,

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentsessions_journal::Journal;
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::testing::{percentile, turn_event};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 
@@ -88,7 +88,7 @@ async fn sequential(db: &tokio_postgres::Client, n: usize) -> Run {
     let start = Instant::now();
     for i in 0..n {
         let t = Instant::now();
-        j.append("solo", i64::try_from(i).unwrap(), 0, turn_event(i))
+        j.append_one("solo", i64::try_from(i).unwrap(), 0, turn_event(i))
             .await
             .unwrap();
         latencies.push(t.elapsed());
@@ -135,7 +135,7 @@ async fn concurrent(
             let mut latencies = Vec::with_capacity(per_session);
             for i in 0..per_session {
                 let t = Instant::now();
-                j.append(&session, i64::try_from(i).unwrap(), 0, turn_event(i))
+                j.append_one(&session, i64::try_from(i).unwrap(), 0, turn_event(i))
                     .await
                     .unwrap();
                 latencies.push(t.elapsed());

@@ -12,8 +12,8 @@ use agentsessions_journal::projection::fixed_state;
 use agentsessions_journal::rules::{self, ListPlan};
 use agentsessions_journal::writer_queue::{self, Ack};
 use agentsessions_journal::{
-    CommitFeed, HarnessRow, HeadFollow, Journal, JournalError, ListQuery, LogRecord,
-    RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow,
+    AppendRequest, Appended, Catalog, CommitFeed, FenceUse, HarnessRow, HeadFollow, JournalError,
+    ListQuery, Log, LogRecord, RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow,
 };
 use async_trait::async_trait;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -396,26 +396,23 @@ async fn is_reserved(conn: &Conn, name: &str) -> std::result::Result<bool, DbErr
 }
 
 #[async_trait]
-impl Journal for PostgresJournal {
-    async fn append_batch(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, Some(fence), events)
-            .await
-    }
-
-    async fn append_batch_fencing(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, None, events)
-            .await
+impl Log for PostgresJournal {
+    /// Every wait is answered once the records are durable: each write batch commits with the
+    /// database's own durability, which is always allowed.
+    async fn append(&self, request: AppendRequest) -> Result<Appended> {
+        let fence = match request.fence {
+            FenceUse::Hold(fence) => Some(fence),
+            FenceUse::Mint => None,
+        };
+        Ok(Appended::answered(
+            self.append_with(
+                &request.session,
+                request.expected_last_seq,
+                fence,
+                request.events,
+            )
+            .await,
+        ))
     }
 
     fn follow(&self, session: &str) -> HeadFollow {
@@ -506,7 +503,10 @@ impl Journal for PostgresJournal {
             }
         })
     }
+}
 
+#[async_trait]
+impl Catalog for PostgresJournal {
     async fn put_session(&self, row: SessionRow) -> Result<()> {
         rules::check_session_uid(&row.uid)?;
         let row = Box::new(EncodedRow::new(row)?);

@@ -25,7 +25,7 @@
 //! - `failure`: how Postgres errors map onto [`JournalError`](agentsessions_journal::JournalError).
 //! - `options`: [`PostgresOptions`].
 //! - `listener`: commits of other hosts, heard through `LISTEN`/`NOTIFY` and published to the
-//!   journal's followers ([`Journal::follow`](agentsessions_journal::Journal::follow)).
+//!   journal's followers ([`Log::follow`](agentsessions_journal::Log::follow)).
 //! - `tasks`: the writer tasks and connection drivers each journal owns and awaits on close.
 //!
 //! What is not Postgres (the journal rules, row encodings, the writer request and its ack)

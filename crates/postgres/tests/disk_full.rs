@@ -14,8 +14,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use agentsessions_journal::Log as _;
 use agentsessions_journal::testing::turn_event;
-use agentsessions_journal::{Journal, JournalError, LogRecord, verify_records};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
+use agentsessions_journal::{JournalError, LogRecord, verify_records};
 use agentsessions_postgres::PostgresJournal;
 use common::{TestSchema, admin, url};
 
@@ -192,7 +194,10 @@ async fn a_full_disk_refuses_the_append_loses_nothing_and_appends_again_once_fre
         let events = (0..BATCH)
             .map(|i| turn_event(format!("{head}-{i}")))
             .collect();
-        match journal.append_batch("s", head, fence, events).await {
+        match journal
+            .append_records(AppendRequest::new("s", head, FenceUse::Hold(fence), events))
+            .await
+        {
             Ok(records) => {
                 head = records.last().unwrap().seq;
                 acknowledged.extend(records);
@@ -227,7 +232,12 @@ async fn a_full_disk_refuses_the_append_loses_nothing_and_appends_again_once_fre
     verify_records(&read).unwrap();
     // Still full: the same append is refused again, and still writes nothing.
     let again = journal
-        .append_batch("s", head, fence, vec![turn_event("still full"); BATCH])
+        .append_records(AppendRequest::new(
+            "s",
+            head,
+            FenceUse::Hold(fence),
+            vec![turn_event("still full"); BATCH],
+        ))
         .await;
     assert!(
         matches!(
@@ -243,7 +253,12 @@ async fn a_full_disk_refuses_the_append_loses_nothing_and_appends_again_once_fre
     // Room again: the same journal appends on the same head, without a restart.
     std::fs::remove_file(&filler).unwrap();
     let more = journal
-        .append_batch("s", head, fence, vec![turn_event("after"); BATCH])
+        .append_records(AppendRequest::new(
+            "s",
+            head,
+            FenceUse::Hold(fence),
+            vec![turn_event("after"); BATCH],
+        ))
         .await
         .unwrap();
     assert_eq!(more.first().unwrap().seq, head + 1);

@@ -8,6 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentsessions_journal::Log as _;
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::testing::input;
 use agentsessions_journal::{Journal, LogRecord, RecordFollower};
 use common::{TestSchema, admin, count};
@@ -50,7 +52,7 @@ async fn a_follower_hears_commits_another_host_makes() {
     let schema = TestSchema::new().await;
     let host_a: Arc<dyn Journal> = Arc::new(schema.journal().await);
     let host_b: Arc<dyn Journal> = Arc::new(schema.journal().await);
-    host_a.append("s", 0, 0, input("one")).await.unwrap();
+    host_a.append_one("s", 0, 0, input("one")).await.unwrap();
     let mut follower = RecordFollower::new(Arc::clone(&host_b), "s", 1);
     assert_eq!(follow_to(&mut follower, 1).await.len(), 1);
     // Host B never appends: only host A's notifications can wake its follower.
@@ -58,7 +60,7 @@ async fn a_follower_hears_commits_another_host_makes() {
     let appends = tokio::spawn(async move {
         for seq in 1..=20 {
             writer
-                .append("s", seq, 0, input(&format!("m{seq}")))
+                .append_one("s", seq, 0, input(&format!("m{seq}")))
                 .await
                 .unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -80,12 +82,15 @@ async fn another_schemas_commits_do_not_wake_a_follower() {
     let host: Arc<dyn Journal> = Arc::new(ours.journal().await);
     let other: Arc<dyn Journal> = Arc::new(theirs.journal().await);
     let mut follow = host.follow("s");
-    other.append("s", 0, 0, input("elsewhere")).await.unwrap();
+    other
+        .append_one("s", 0, 0, input("elsewhere"))
+        .await
+        .unwrap();
     let quiet = tokio::time::timeout(Duration::from_millis(500), follow.changed()).await;
     assert!(quiet.is_err(), "woken by another schema: {quiet:?}");
     // The same session committed in our schema by another host does wake it.
     let peer = ours.journal().await;
-    peer.append("s", 0, 0, input("here")).await.unwrap();
+    peer.append_one("s", 0, 0, input("here")).await.unwrap();
     let hint = tokio::time::timeout(PATIENCE, follow.changed())
         .await
         .expect("not woken by a commit in its schema")
@@ -101,7 +106,7 @@ async fn the_listener_reconnects_and_what_was_committed_meanwhile_is_read() {
     let follower_host: Arc<dyn Journal> =
         Arc::new(schema.journal_at(&common::url_named(&app)).await);
     let mut follower = RecordFollower::new(Arc::clone(&follower_host), "s", 1);
-    writer.append("s", 0, 0, input("first")).await.unwrap();
+    writer.append_one("s", 0, 0, input("first")).await.unwrap();
     follow_to(&mut follower, 1).await;
 
     let db = admin().await;
@@ -120,13 +125,13 @@ async fn the_listener_reconnects_and_what_was_committed_meanwhile_is_read() {
         assert_eq!(killed, 1, "the listening backend");
         let head = writer.head("s").await.unwrap();
         writer
-            .append("s", head, 0, input(&format!("while cut {round}")))
+            .append_one("s", head, 0, input(&format!("while cut {round}")))
             .await
             .unwrap();
         follow_to(&mut follower, head + 1).await;
         // And once it listens again, later commits are heard as they happen.
         writer
-            .append("s", head + 1, 0, input(&format!("after {round}")))
+            .append_one("s", head + 1, 0, input(&format!("after {round}")))
             .await
             .unwrap();
         follow_to(&mut follower, head + 2).await;
@@ -141,14 +146,16 @@ async fn a_rolled_back_batch_notifies_nobody_and_close_stops_the_listener() {
     let host = schema.journal_at(&common::url_named(&app)).await;
     let peer = schema.journal().await;
     let mut follow = host.follow("s");
-    peer.append("s", 0, 0, input("one")).await.unwrap();
+    peer.append_one("s", 0, 0, input("one")).await.unwrap();
     let hint = tokio::time::timeout(PATIENCE, follow.changed())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(hint, 1);
     // A refused append (stale cursor) commits nothing and announces nothing.
-    peer.append("s", 0, 0, input("stale")).await.unwrap_err();
+    peer.append_one("s", 0, 0, input("stale"))
+        .await
+        .unwrap_err();
     let quiet = tokio::time::timeout(Duration::from_millis(300), follow.changed()).await;
     assert!(quiet.is_err(), "woken by a refused append: {quiet:?}");
     let db = admin().await;

@@ -4,8 +4,10 @@
 
 mod common;
 
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::testing::{fill, fork_marker};
-use agentsessions_journal::{Journal, JournalError, verify_records};
+use agentsessions_journal::{Catalog as _, Log as _};
+use agentsessions_journal::{JournalError, verify_records};
 use agentsessions_postgres::SCHEMA_VERSION;
 use common::{TestSchema, admin, count};
 
@@ -36,7 +38,9 @@ async fn v1_schema_migrates_to_shared_prefix_forks() {
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(j.head("p").await.unwrap(), 3);
     let fence = j.fork_session("p", 2, "c").await.unwrap();
-    j.append("c", 2, fence, fork_marker("p", 2)).await.unwrap();
+    j.append_one("c", 2, fence, fork_marker("p", 2))
+        .await
+        .unwrap();
     verify_records(&j.read("c", 0, 0).await.unwrap()).unwrap();
 }
 
@@ -50,7 +54,7 @@ async fn forks_add_one_row_per_child_not_the_prefix() {
         let child = format!("c{k:02}");
         let at = 1 + k * 66;
         let fence = j.fork_session("p", at, &child).await.unwrap();
-        j.append(&child, at, fence, fork_marker("p", at))
+        j.append_one(&child, at, fence, fork_marker("p", at))
             .await
             .unwrap();
     }
@@ -82,7 +86,10 @@ async fn a_child_forked_on_one_host_is_written_on_another() {
     fill(&a, "p", 5).await;
     let fence = a.fork_session("p", 3, "c").await.unwrap();
     assert_eq!(b.head("c").await.unwrap(), 3);
-    let marker = b.append("c", 3, fence, fork_marker("p", 3)).await.unwrap();
+    let marker = b
+        .append_one("c", 3, fence, fork_marker("p", 3))
+        .await
+        .unwrap();
     let parent = b.read("p", 3, 3).await.unwrap();
     assert_eq!(marker.prev_hash, parent[0].hash);
     fill(&b, "p", 2).await;

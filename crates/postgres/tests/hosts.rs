@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use agentsessions_api::Timestamp;
 use agentsessions_journal::testing::input;
-use agentsessions_journal::{Journal, JournalError, ListQuery, SessionRow, verify_records};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
+use agentsessions_journal::{Catalog as _, Log as _};
+use agentsessions_journal::{JournalError, ListQuery, SessionRow, verify_records};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions, SCHEMA_VERSION};
 use common::{TestSchema, admin, count};
 
@@ -20,7 +22,7 @@ async fn future_schema_stamp_is_refused_and_nothing_is_written() {
     // closed, nothing written
     let schema = TestSchema::new().await;
     let j = schema.journal().await;
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     j.close().await;
     let db = admin().await;
     let stamp = schema.table("schema_version");
@@ -76,7 +78,7 @@ async fn running_host_stops_writing_once_a_newer_build_stamps_the_schema() {
     // the stamp inside its transaction
     let schema = TestSchema::new().await;
     let j = schema.journal().await;
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     let db = admin().await;
     let stamp = schema.table("schema_version");
     db.execute(
@@ -86,7 +88,7 @@ async fn running_host_stops_writing_once_a_newer_build_stamps_the_schema() {
     .await
     .unwrap();
     assert!(matches!(
-        j.append("s", 1, 0, input("b")).await,
+        j.append_one("s", 1, 0, input("b")).await,
         Err(JournalError::UnsupportedSchema { .. })
     ));
     assert!(matches!(
@@ -106,7 +108,7 @@ async fn running_host_stops_writing_once_a_newer_build_stamps_the_schema() {
     )
     .await
     .unwrap();
-    j.append("s", 1, 0, input("b")).await.unwrap();
+    j.append_one("s", 1, 0, input("b")).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,7 +123,7 @@ async fn hosts_starting_together_migrate_once() {
     while let Some(host) = tasks.join_next().await {
         hosts.push(host.unwrap().unwrap());
     }
-    hosts[0].append("s", 0, 0, input("a")).await.unwrap();
+    hosts[0].append_one("s", 0, 0, input("a")).await.unwrap();
     assert_eq!(hosts[3].head("s").await.unwrap(), 1);
 }
 
@@ -144,7 +146,7 @@ async fn two_hosts_racing_one_session_get_one_winner_per_seq_and_no_gap() {
                 while won.len() < per_task {
                     let head = j.head("race").await.unwrap();
                     match j
-                        .append("race", head, 0, input(&format!("h{h}t{t}-{}", won.len())))
+                        .append_one("race", head, 0, input(&format!("h{h}t{t}-{}", won.len())))
                         .await
                     {
                         Ok(rec) => won.push(rec.seq),
@@ -183,15 +185,15 @@ async fn stale_host_is_fenced_after_another_host_mints() {
     let b = schema.journal().await;
     let fa = a.new_fence("s").await.unwrap();
     assert_eq!(fa, 1);
-    a.append("s", 0, fa, input("from a")).await.unwrap();
+    a.append_one("s", 0, fa, input("from a")).await.unwrap();
     let fb = b.new_fence("s").await.unwrap();
     assert_eq!(fb, 2);
-    match a.append("s", 1, fa, input("stale")).await {
+    match a.append_one("s", 1, fa, input("stale")).await {
         Err(JournalError::Fenced { fence, current, .. }) => assert_eq!((fence, current), (1, 2)),
         other => panic!("expected Fenced, got {other:?}"),
     }
     assert_eq!(a.head("s").await.unwrap(), 1);
-    b.append("s", 1, fb, input("from b")).await.unwrap();
+    b.append_one("s", 1, fb, input("from b")).await.unwrap();
     assert_eq!(a.session_info("s").await.unwrap().fence, 2);
 
     // Mints racing from both hosts are each unique and leave no hole.
@@ -231,7 +233,7 @@ async fn listing_from_either_host_sees_every_session_exactly_once() {
         expected.push((1_000 + i / 3, uid));
     }
     // Sessions that exist only through their log land in the default project, not this one.
-    b.append("log-only", 0, 0, input("x")).await.unwrap();
+    b.append_one("log-only", 0, 0, input("x")).await.unwrap();
     expected.sort_by(|x, y| y.0.cmp(&x.0).then_with(|| x.1.cmp(&y.1)));
     let expected: Vec<String> = expected.into_iter().map(|(_, uid)| uid).collect();
     for host in [&a, &b] {
@@ -277,10 +279,18 @@ async fn refused_writes_sharing_a_batch_leave_no_trace() {
         tasks.spawn(async move {
             let session = format!("mixed-{s:02}");
             let result = match s % 4 {
-                0 => j.append(&session, 0, 0, input("ok")).await.map(|_| ()),
-                1 => j.append(&session, 3, 0, input("cas")).await.map(|_| ()),
+                0 => j.append_one(&session, 0, 0, input("ok")).await.map(|_| ()),
+                1 => j.append_one(&session, 3, 0, input("cas")).await.map(|_| ()),
                 2 => j.new_fence(&session).await.map(|_| ()),
-                _ => j.append_batch(&session, 0, 0, Vec::new()).await.map(|_| ()),
+                _ => j
+                    .append_records(AppendRequest::new(
+                        &session,
+                        0,
+                        FenceUse::Hold(0),
+                        Vec::new(),
+                    ))
+                    .await
+                    .map(|_| ()),
             };
             (s, result)
         });
@@ -325,7 +335,12 @@ async fn append_batch_is_all_or_nothing() {
     let schema = TestSchema::new().await;
     let j = schema.journal().await;
     let records = j
-        .append_batch("s", 0, 0, vec![input("a"), input("b"), input("c")])
+        .append_records(AppendRequest::new(
+            "s",
+            0,
+            FenceUse::Hold(0),
+            vec![input("a"), input("b"), input("c")],
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -339,12 +354,23 @@ async fn append_batch_is_all_or_nothing() {
         nanos: 2_000_000_000,
     });
     assert!(matches!(
-        j.append_batch("s", 3, 0, vec![input("d"), bad]).await,
+        j.append_records(AppendRequest::new(
+            "s",
+            3,
+            FenceUse::Hold(0),
+            vec![input("d"), bad]
+        ))
+        .await,
         Err(JournalError::InvalidEvent(_))
     ));
     assert!(matches!(
-        j.append_batch("s", 2, 0, vec![input("d"), input("e")])
-            .await,
+        j.append_records(AppendRequest::new(
+            "s",
+            2,
+            FenceUse::Hold(0),
+            vec![input("d"), input("e")]
+        ))
+        .await,
         Err(JournalError::Conflict { .. })
     ));
     assert_eq!(j.head("s").await.unwrap(), 3);
@@ -357,7 +383,7 @@ async fn stored_rows_use_the_reference_layout() {
     // hold the same encodings as the SQLite layout
     let schema = TestSchema::new().await;
     let j = schema.journal().await;
-    let record = j.append("s", 0, 4, input("hello")).await.unwrap();
+    let record = j.append_one("s", 0, 4, input("hello")).await.unwrap();
     j.put_session(SessionRow {
         uid: "s".into(),
         labels: [("k".to_owned(), "v".to_owned())].into(),
@@ -407,7 +433,7 @@ async fn reconnects_after_the_server_terminates_its_connections() {
     let schema = TestSchema::new().await;
     let app = format!("as_{}", schema.name);
     let j = schema.journal_at(&common::url_named(&app)).await;
-    j.append("s", 0, 0, input("before")).await.unwrap();
+    j.append_one("s", 0, 0, input("before")).await.unwrap();
     assert_eq!(j.head("s").await.unwrap(), 1);
     let db = admin().await;
     for round in 1..=3i64 {
@@ -426,7 +452,7 @@ async fn reconnects_after_the_server_terminates_its_connections() {
         // Reads retry once on a fresh connection; a write whose transaction was cut before
         // COMMIT is re-run on a fresh connection.
         assert_eq!(j.head("s").await.unwrap(), round);
-        j.append("s", round, 0, input(&format!("after {round}")))
+        j.append_one("s", round, 0, input(&format!("after {round}")))
             .await
             .unwrap();
     }
@@ -450,7 +476,7 @@ async fn reconnects_after_the_server_terminates_its_connections() {
     let j = Arc::new(j);
     let pending = tokio::spawn({
         let j = Arc::clone(&j);
-        async move { j.append("s", 4, 0, input("cut mid-transaction")).await }
+        async move { j.append_one("s", 4, 0, input("cut mid-transaction")).await }
     });
     let waiting = format!(
         "SELECT count(*) FROM pg_stat_activity \

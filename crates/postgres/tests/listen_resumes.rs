@@ -19,6 +19,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::testing::input;
 use agentsessions_journal::{HeadFollow, Journal, LogRecord, RecordFollower};
 use common::{TestSchema, admin};
@@ -137,7 +138,7 @@ impl Hosts {
         // Subscribed before B's first commit, so that commit's notification raises the hint too.
         let mut head = host_a.follow("s");
         let mut follower = RecordFollower::new(Arc::clone(&host_a), "s", 1);
-        host_b.append("s", 0, 0, input("one")).await.unwrap();
+        host_b.append_one("s", 0, 0, input("one")).await.unwrap();
         assert_eq!(next_page(&mut follower).await.len(), 1);
         // The notification of the first commit may still be on its way: let it land first, so a
         // later hint can only come from a later commit.
@@ -185,7 +186,7 @@ async fn a_follower_hears_another_hosts_commits_after_its_listen_connection_is_k
         let started = Instant::now();
         let committed = hosts
             .host_b
-            .append("s", round, 0, input(&format!("after kill {round}")))
+            .append_one("s", round, 0, input(&format!("after kill {round}")))
             .await
             .unwrap();
         hint_reaches(&mut hosts.head, round + 1).await;
@@ -262,7 +263,7 @@ async fn a_follower_hears_another_hosts_commits_after_the_server_restarts() {
         let committed = loop {
             match hosts
                 .host_b
-                .append("s", round, 0, input(&format!("after restart {round}")))
+                .append_one("s", round, 0, input(&format!("after restart {round}")))
                 .await
             {
                 Ok(record) => break record.seq,

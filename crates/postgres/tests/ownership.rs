@@ -8,8 +8,10 @@ mod common;
 use agentsessions_api::{
     CallerIdentity, DeletionState, Event, EventBody, EventKind, Lifecycle, LifecycleKind,
 };
+use agentsessions_journal::LogExt as _;
 use agentsessions_journal::testing::input;
-use agentsessions_journal::{Journal, ListQuery, SessionRow};
+use agentsessions_journal::{Catalog as _, Log as _};
+use agentsessions_journal::{ListQuery, SessionRow};
 use agentsessions_postgres::SCHEMA_VERSION;
 use common::{TestSchema, admin};
 
@@ -24,7 +26,7 @@ async fn v2_schema_migrates_to_owner_and_deletion_columns() {
     let schema = TestSchema::new().await;
     {
         let j = schema.journal().await;
-        j.append("old", 0, 0, input("a")).await.unwrap();
+        j.append_one("old", 0, 0, input("a")).await.unwrap();
         j.close().await;
     }
     let db = admin().await;
@@ -81,7 +83,7 @@ async fn v2_schema_migrates_to_owner_and_deletion_columns() {
 async fn an_unknown_deletion_state_fails_closed() {
     let schema = TestSchema::new().await;
     let j = schema.journal().await;
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     admin()
         .await
         .execute(
@@ -107,7 +109,7 @@ async fn an_unknown_deletion_state_fails_closed() {
             ..Lifecycle::default()
         }),
     );
-    j.append("s", 1, 0, marker).await.unwrap();
+    j.append_one("s", 1, 0, marker).await.unwrap();
     assert_eq!(
         j.session_info("s").await.unwrap().deletion,
         DeletionState::Unrecognized("SHREDDED".into())
@@ -164,7 +166,7 @@ async fn v3_schema_migrates_to_commit_times_usage_and_pending_approvals() {
     let schema = TestSchema::new().await;
     {
         let j = schema.journal().await;
-        j.append("old", 0, 0, input("a")).await.unwrap();
+        j.append_one("old", 0, 0, input("a")).await.unwrap();
         j.close().await;
     }
     let db = admin().await;
@@ -184,7 +186,7 @@ async fn v3_schema_migrates_to_commit_times_usage_and_pending_approvals() {
     let j = schema.journal().await;
     let old = j.read("old", 1, 0).await.unwrap();
     assert_eq!(old[0].committed_at, None);
-    let new = j.append("old", 1, 0, input("b")).await.unwrap();
+    let new = j.append_one("old", 1, 0, input("b")).await.unwrap();
     assert!(new.committed_at.is_some());
     assert_eq!(
         j.read("old", 2, 2).await.unwrap()[0].committed_at,

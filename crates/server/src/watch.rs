@@ -2,7 +2,7 @@
 //! on any host sharing the journal, until the session's delete record.
 //!
 //! ```text
-//!  journal commit ─▶ Journal::follow ─▶ RecordFollower ── journal.read(next ..) ──▶ [ STREAM_CAPACITY ] ─▶ client
+//!  journal commit ─▶ Log::follow ─▶ RecordFollower ── journal.read(next ..) ──▶ [ STREAM_CAPACITY ] ─▶ client
 //! ```
 //!
 //! Bounded like Replay: the task waits for room in the stream before reading on, and a follower

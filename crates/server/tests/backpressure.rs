@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use agentsessions_api::{Descriptor, EventSink, Harness, Message, RuntimeCapabilities, Start};
-use agentsessions_journal::{Journal, MemoryJournal};
+use agentsessions_journal::MemoryJournal;
 use agentsessions_model::EchoModel;
 use agentsessions_server::streams::STREAM_CAPACITY;
 use agentsessions_server::{ServerBuilder, SessionsService};
@@ -22,6 +22,7 @@ use agentsessions_wire::pb::sessions_server::Sessions;
 use tokio_stream::{Stream, StreamExt};
 use tonic::Request;
 
+use agentsessions_journal::Log as _;
 use fixtures::{descriptor, uid_of};
 
 /// Outputs one turn writes: far more than a stream holds.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentsessions_api::{Descriptor, EventSink, Harness, Message, RuntimeCapabilities, Start};
-use agentsessions_journal::{Journal, ListQuery, MemoryJournal};
+use agentsessions_journal::{ListQuery, MemoryJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{Limits, ServerBuilder, SessionsService};
 use agentsessions_wire::pb;
@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Code, Request};
 
+use agentsessions_journal::{Catalog as _, Log as _};
 use fixtures::{descriptor, uid_of};
 
 /// Holds every turn until the test adds permits: turns stay in flight as long as it likes.

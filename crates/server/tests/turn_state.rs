@@ -9,6 +9,7 @@ use agentsessions_api::{
     Message, RuntimeCapabilities, Usage,
 };
 use agentsessions_harnesses::EchoHarness;
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
 use agentsessions_journal::{Journal, SqliteJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, serve_tcp};
@@ -129,7 +130,7 @@ async fn state_after(server: &mut Server, events: Vec<Event>) -> pb::ExecState {
         let fence = server.journal.new_fence(&uid).await.unwrap();
         server
             .journal
-            .append_batch(&uid, 0, fence, events)
+            .append_records(AppendRequest::new(&uid, 0, FenceUse::Hold(fence), events))
             .await
             .unwrap();
     }
@@ -212,12 +213,12 @@ async fn usage_totals_and_commit_times_reach_the_wire() {
     assert_eq!(created.usage, None, "nothing counted yet");
     let fence = s.journal.new_fence(&uid).await.unwrap();
     s.journal
-        .append_batch(
+        .append_records(AppendRequest::new(
             &uid,
             0,
-            fence,
+            FenceUse::Hold(fence),
             vec![start_event(), input(), usage(), usage()],
-        )
+        ))
         .await
         .unwrap();
     let session = s

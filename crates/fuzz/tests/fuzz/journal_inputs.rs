@@ -3,9 +3,10 @@
 //! decode or fail; what decodes writes back exactly.
 
 use agentsessions_fuzz::{Corpus, config, config_scaled, run, text_or_mutation};
+use agentsessions_journal::Log as _;
+use agentsessions_journal::MemoryJournal;
 use agentsessions_journal::export::{export_reference_json, import_reference_json, load_records};
 use agentsessions_journal::page_token::PageCursor;
-use agentsessions_journal::{Journal, MemoryJournal};
 use agentsessions_wire::gojson::GoValue;
 use proptest::prelude::*;
 

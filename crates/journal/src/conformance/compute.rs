@@ -1,5 +1,5 @@
 //! Conformance cases for the compute projection a host settles with what its runtime reports
-//! (`Journal::settle_compute_state`), beside the one each append moves (semantics §1.7).
+//! (`Catalog::settle_compute_state`), beside the one each append moves (semantics §1.7).
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::error::JournalError;
 use crate::journal::Journal;
 use crate::rows::{ListQuery, SessionRow};
 use crate::testing::{fork_with_marker, input};
+use crate::{AppendRequest, FenceUse, LogExt as _};
 
 async fn state_of(j: &Arc<dyn Journal>, uid: &str) -> ComputeState {
     j.session_info(uid).await.unwrap().compute_state
@@ -41,8 +42,8 @@ pub async fn settled_compute_state_holds_at_its_head_until_the_log_moves(j: Arc<
     })
     .await
     .unwrap();
-    j.append("s", 0, 0, input("a")).await.unwrap();
-    j.append("s", 1, 0, input("b")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 1, 0, input("b")).await.unwrap();
     let before = j.session_info("s").await.unwrap();
     assert_eq!(before.compute_state, ComputeState::Live);
 
@@ -78,14 +79,14 @@ pub async fn settled_compute_state_holds_at_its_head_until_the_log_moves(j: Arc<
             reason: "r".into(),
         }),
     );
-    j.append("s", 2, 0, request).await.unwrap();
+    j.append_one("s", 2, 0, request).await.unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::None);
-    j.append("s", 3, 0, input("c")).await.unwrap();
+    j.append_one("s", 3, 0, input("c")).await.unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::Live);
     assert_eq!(listed_state(&j, "s").await, ComputeState::Live);
 
     // Suspend still goes cold, and a settled state at that head replaces it.
-    j.append("s", 4, 0, lifecycle(LifecycleKind::Suspend))
+    j.append_one("s", 4, 0, lifecycle(LifecycleKind::Suspend))
         .await
         .unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::Cold);
@@ -109,25 +110,30 @@ pub async fn appends_after_a_settle_project_from_the_settled_state(j: Arc<dyn Jo
             }),
         )
     };
-    j.append("s", 0, 0, input("a")).await.unwrap();
+    j.append_one("s", 0, 0, input("a")).await.unwrap();
     assert!(
         j.settle_compute_state("s", 1, ComputeState::None)
             .await
             .unwrap()
     );
-    j.append_batch("s", 1, 0, vec![request("c1"), request("c2")])
-        .await
-        .unwrap();
+    j.append_records(AppendRequest::new(
+        "s",
+        1,
+        FenceUse::Hold(0),
+        vec![request("c1"), request("c2")],
+    ))
+    .await
+    .unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::None);
     assert!(
         j.settle_compute_state("s", 3, ComputeState::Warm)
             .await
             .unwrap()
     );
-    j.append("s", 3, 0, request("c3")).await.unwrap();
+    j.append_one("s", 3, 0, request("c3")).await.unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::Warm);
     assert_eq!(listed_state(&j, "s").await, ComputeState::Warm);
-    j.append("s", 4, 0, input("b")).await.unwrap();
+    j.append_one("s", 4, 0, input("b")).await.unwrap();
     assert_eq!(state_of(&j, "s").await, ComputeState::Live);
 }
 
@@ -139,7 +145,7 @@ pub async fn settling_refuses_unknown_sessions_and_unspecified_states(j: Arc<dyn
         matches!(missing, Err(JournalError::SessionNotFound(_))),
         "{missing:?}"
     );
-    j.append("p", 0, 0, input("a")).await.unwrap();
+    j.append_one("p", 0, 0, input("a")).await.unwrap();
     let unspecified = j
         .settle_compute_state("p", 1, ComputeState::Unspecified)
         .await;

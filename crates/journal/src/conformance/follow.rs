@@ -1,4 +1,4 @@
-//! Conformance cases for following commits ([`Journal::follow`], [`RecordFollower`]): every
+//! Conformance cases for following commits ([`Log::follow`], [`RecordFollower`]): every
 //! backend wakes its followers on its own commits.
 
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::time::Duration;
 use agentsessions_api::LifecycleKind;
 
 use super::lifecycle;
+use crate::LogExt as _;
 use crate::journal::Journal;
 use crate::record::LogRecord;
 use crate::record_follower::RecordFollower;
@@ -60,8 +61,8 @@ pub async fn record_follower_reads_from_a_seq_then_follows_and_ends_on_delete(j:
     let writer = Arc::clone(&j);
     let later = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        writer.append("s", 3, 0, input("four")).await.unwrap();
-        writer.append("s", 4, 0, input("five")).await.unwrap();
+        writer.append_one("s", 3, 0, input("four")).await.unwrap();
+        writer.append_one("s", 4, 0, input("five")).await.unwrap();
     });
     let mut got = seqs(&next(&mut follower).await.unwrap());
     if got == [4] {
@@ -70,7 +71,7 @@ pub async fn record_follower_reads_from_a_seq_then_follows_and_ends_on_delete(j:
     assert_eq!(got, [4, 5]);
     later.await.unwrap();
     // The delete record is the last thing it returns.
-    j.append("s", 5, 0, lifecycle(LifecycleKind::Delete))
+    j.append_one("s", 5, 0, lifecycle(LifecycleKind::Delete))
         .await
         .unwrap();
     let last = next(&mut follower).await.unwrap();

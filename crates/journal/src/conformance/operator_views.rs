@@ -16,6 +16,7 @@ use crate::record::LogRecord;
 use crate::rows::ListQuery;
 use crate::testing::{fork_with_marker, input};
 use crate::usage::UsageTotals;
+use crate::{AppendRequest, FenceUse, LogExt as _};
 
 fn gated_call(execution: &str, call: &str, tool: &str) -> Event {
     let args = serde_json::json!({"path": "/tmp/x", "force": true});
@@ -85,7 +86,15 @@ fn usage(input_tokens: i64, output_tokens: i64, reasoning_tokens: i64) -> Event 
 async fn append(j: &Arc<dyn Journal>, session: &str, events: Vec<Event>) -> i64 {
     let head = j.head(session).await.unwrap();
     let fence = j.session_info(session).await.map_or(0, |i| i.fence);
-    let records = j.append_batch(session, head, fence, events).await.unwrap();
+    let records = j
+        .append_records(AppendRequest::new(
+            session,
+            head,
+            FenceUse::Hold(fence),
+            events,
+        ))
+        .await
+        .unwrap();
     records.last().map_or(head, |r| r.seq)
 }
 
@@ -293,7 +302,12 @@ pub async fn usage_totals_sum_in_the_append_commit(j: Arc<dyn Journal>) {
 pub async fn records_carry_their_commit_time(j: Arc<dyn Journal>) {
     let before = Timestamp::now().unix_nanos();
     let appended = j
-        .append_batch("s", 0, 0, vec![input("a"), input("b")])
+        .append_records(AppendRequest::new(
+            "s",
+            0,
+            FenceUse::Hold(0),
+            vec![input("a"), input("b")],
+        ))
         .await
         .unwrap();
     let after = Timestamp::now().unix_nanos();

@@ -1,76 +1,59 @@
 //! The [`Journal`] trait over the SQLite file: writes go to the writer thread as commands,
 //! reads run on the pooled read connections.
 
-use agentsessions_api::{CallerIdentity, ComputeState, Event, Timestamp};
+use agentsessions_api::{CallerIdentity, ComputeState, Timestamp};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension as _, params};
 
 use super::readers::QUICK_ROWS;
 use super::writer::{self, Command};
 use super::{SqliteJournal, codec, prefix};
+use crate::append::{AppendRequest, Appended, FenceUse, Wait};
 use crate::approvals::{ApprovalPage, ApprovalsPlan, ApprovalsQuery, PendingApproval, decode_args};
 use crate::chain::decode_event;
 use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
-use crate::journal::Journal;
-use crate::queued::QueuedAppend;
+use crate::journal::{Catalog, Log};
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 use crate::rules;
 use crate::writer_queue;
 
 #[async_trait]
-impl Journal for SqliteJournal {
-    async fn append_batch(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, Some(fence), events, true)
-            .await
-    }
-
-    async fn append_batch_fencing(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, None, events, true)
-            .await
-    }
-
-    async fn append_deferred(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: Option<i64>,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.append_with(session, expected_last_seq, fence, events, false)
-            .await
-    }
-
-    async fn append_queued(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<QueuedAppend> {
-        // Followers are woken by the durable append that follows: they are handed records only
-        // once durable.
-        writer_queue::queue_append(
-            &self.writer,
-            Command::Append,
+impl Log for SqliteJournal {
+    async fn append(&self, request: AppendRequest) -> Result<Appended> {
+        let AppendRequest {
             session,
             expected_last_seq,
             fence,
+            wait,
             events,
-        )
-        .await
+        } = request;
+        let fence = match fence {
+            FenceUse::Hold(fence) => Some(fence),
+            FenceUse::Mint => None,
+        };
+        let durable = match wait {
+            Wait::Durable => true,
+            Wait::Committed => false,
+            Wait::Queued => {
+                // Followers are woken by the durable append that follows: they are handed
+                // records only once durable.
+                return writer_queue::queue_append(
+                    &self.writer,
+                    Command::Append,
+                    &session,
+                    expected_last_seq,
+                    fence,
+                    events,
+                )
+                .await;
+            }
+        };
+        Ok(Appended::answered(
+            self.append_with(&session, expected_last_seq, fence, events, durable)
+                .await,
+        ))
     }
 
     fn follow(&self, session: &str) -> HeadFollow {
@@ -130,7 +113,10 @@ impl Journal for SqliteJournal {
         })
         .await
     }
+}
 
+#[async_trait]
+impl Catalog for SqliteJournal {
     async fn put_session(&self, row: SessionRow) -> Result<()> {
         rules::check_session_uid(&row.uid)?;
         let row = Box::new(row);

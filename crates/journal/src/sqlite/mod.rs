@@ -345,7 +345,7 @@ fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
 mod tests {
     use std::sync::Arc;
 
-    use crate::Journal;
+    use crate::{Catalog as _, Journal, Log as _};
 
     fn fresh() -> (Arc<dyn Journal>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();

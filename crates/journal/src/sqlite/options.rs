@@ -40,7 +40,7 @@ pub struct SqliteOptions {
     /// refused, never created.
     pub read_only: bool,
     /// In [`Durability::Pipelined`], how long a committed batch of deferred appends
-    /// ([`Journal::append_deferred`](crate::Journal::append_deferred)) may wait for a durable
+    /// ([`Wait::Committed`](crate::Wait::Committed)) may wait for a durable
     /// append to share its WAL sync before it is synced alone. Readers of those records wait up
     /// to this long more. Default 2 ms.
     pub deferred_sync_delay: std::time::Duration,

@@ -4,15 +4,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentsessions_api::{ComputeState, Event};
+use agentsessions_api::ComputeState;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+use crate::append::{AppendRequest, Appended, LogExt as _, Wait};
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
-use crate::journal::Journal;
-use crate::queued::QueuedAppend;
+use crate::journal::{Catalog, Journal, Log};
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 
@@ -62,7 +62,7 @@ impl Instrumented {
     }
 
     /// Commits each queued append at once but answers it only when the next durable append
-    /// (`append_batch`, `append_batch_fencing`) is made: a caller that waits for a queued
+    /// ([`Wait::Durable`]) is made: a caller that waits for a queued
     /// append's records before its next durable append waits for ever.
     #[must_use]
     pub fn holding_queued_answers(mut self) -> Self {
@@ -78,7 +78,7 @@ impl Instrumented {
         self
     }
 
-    /// Appends queued through [`Journal::append_queued`] so far.
+    /// Appends queued ([`Wait::Queued`]) so far.
     pub fn queued_appends(&self) -> u64 {
         self.queued.load(Ordering::SeqCst)
     }
@@ -107,85 +107,46 @@ impl Instrumented {
         self.reads.load(Ordering::SeqCst)
     }
 
-    /// Records returned by [`Journal::read`] so far.
+    /// Records returned by [`Log::read`] so far.
     pub fn records_read(&self) -> u64 {
         self.records.load(Ordering::SeqCst)
     }
 }
 
 #[async_trait]
-impl Journal for Instrumented {
-    async fn append_batch(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.answer_held();
-        self.inner
-            .append_batch(session, expected_last_seq, fence, events)
-            .await
-    }
-
-    async fn append_batch_fencing(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.answer_held();
-        self.inner
-            .append_batch_fencing(session, expected_last_seq, events)
-            .await
-    }
-
-    async fn append_deferred(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: Option<i64>,
-        events: Vec<Event>,
-    ) -> Result<Vec<LogRecord>> {
-        self.inner
-            .append_deferred(session, expected_last_seq, fence, events)
-            .await
-    }
-
-    async fn append_queued(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        events: Vec<Event>,
-    ) -> Result<QueuedAppend> {
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        let (held, result) = match &self.queued_answers {
-            QueuedAnswers::Given => {
-                return self
-                    .inner
-                    .append_queued(session, expected_last_seq, fence, events)
-                    .await;
+impl Log for Instrumented {
+    async fn append(&self, request: AppendRequest) -> Result<Appended> {
+        match request.wait {
+            Wait::Durable => {
+                self.answer_held();
+                self.inner.append(request).await
             }
-            QueuedAnswers::Held(held) => {
-                let committed = self
-                    .inner
-                    .append_deferred(session, expected_last_seq, Some(fence), events)
-                    .await;
-                (held, committed)
+            Wait::Committed => self.inner.append(request).await,
+            Wait::Queued => {
+                self.queued.fetch_add(1, Ordering::SeqCst);
+                let (held, result) = match &self.queued_answers {
+                    QueuedAnswers::Given => return self.inner.append(request).await,
+                    QueuedAnswers::Held(held) => {
+                        let committed = self
+                            .inner
+                            .append_records(request.wait(Wait::Committed))
+                            .await;
+                        (held, committed)
+                    }
+                    QueuedAnswers::Refused(held) => (
+                        held,
+                        Err(JournalError::InvalidArgument(
+                            "queued append refused by the test".to_owned(),
+                        )),
+                    ),
+                };
+                let (answer, records) = oneshot::channel();
+                held.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((answer, result));
+                Ok(Appended::queued(records))
             }
-            QueuedAnswers::Refused(held) => (
-                held,
-                Err(JournalError::InvalidArgument(
-                    "queued append refused by the test".to_owned(),
-                )),
-            ),
-        };
-        let (answer, records) = oneshot::channel();
-        held.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((answer, result));
-        Ok(QueuedAppend::queued(records))
+        }
     }
 
     fn follow(&self, session: &str) -> HeadFollow {
@@ -212,7 +173,10 @@ impl Journal for Instrumented {
     async fn fork_session(&self, parent: &str, at_seq: i64, child: &str) -> Result<i64> {
         self.inner.fork_session(parent, at_seq, child).await
     }
+}
 
+#[async_trait]
+impl Catalog for Instrumented {
     async fn put_session(&self, row: SessionRow) -> Result<()> {
         self.inner.put_session(row).await
     }

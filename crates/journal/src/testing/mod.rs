@@ -13,6 +13,7 @@ use agentsessions_api::{Event, EventBody, EventKind, Lifecycle, LifecycleKind, M
 
 use crate::journal::Journal;
 use crate::record::LogRecord;
+use crate::{AppendRequest, FenceUse, LogExt as _};
 
 /// A user INPUT message carrying `text`, in execution `exec-1`.
 pub fn input(text: &str) -> Event {
@@ -60,13 +61,20 @@ pub async fn fill(j: &dyn Journal, session: &str, n: i64) -> Vec<LogRecord> {
     let head = j.head(session).await.unwrap();
     let fence = j.session_info(session).await.map_or(0, |i| i.fence);
     let events: Vec<Event> = (1..=n).map(|i| input(&format!("{session} {i}"))).collect();
-    j.append_batch(session, head, fence, events).await.unwrap()
+    j.append_records(AppendRequest::new(
+        session,
+        head,
+        FenceUse::Hold(fence),
+        events,
+    ))
+    .await
+    .unwrap()
 }
 
 /// Forks `child` off `parent` at `at` and appends the FORK marker with the minted fence.
 pub async fn fork_with_marker(j: &dyn Journal, parent: &str, at: i64, child: &str) -> LogRecord {
     let fence = j.fork_session(parent, at, child).await.unwrap();
-    j.append(child, at, fence, fork_marker(parent, at))
+    j.append_one(child, at, fence, fork_marker(parent, at))
         .await
         .unwrap()
 }

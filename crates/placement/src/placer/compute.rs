@@ -126,9 +126,9 @@ impl Placer {
     /// gauges, not LIVE. It changes nothing while another operation holds the session here
     /// (that one moves the projection), for a reclaimed session, or when the runtime cannot
     /// tell; and nothing when the log moved on meanwhile (the newer records' projection
-    /// stands: [`Journal::settle_compute_state`]).
+    /// stands: [`Catalog::settle_compute_state`]).
     ///
-    /// [`Journal::settle_compute_state`]: agentsessions_journal::Journal::settle_compute_state
+    /// [`Catalog::settle_compute_state`]: agentsessions_journal::Catalog::settle_compute_state
     ///
     /// # Errors
     /// Journal failures (`Journal(SessionNotFound)` for an unknown session).

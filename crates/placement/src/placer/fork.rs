@@ -12,6 +12,7 @@ use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::registry::Route;
 use crate::states::SessionState;
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
 
 /// Most children one Fork may create (semantics §4.4).
 pub const MAX_FORK_COUNT: usize = 128;
@@ -169,7 +170,7 @@ impl Placer {
             .await
             .map_err(runtime_err(RuntimeOp::Snapshot, parent))?;
         self.journal
-            .append(
+            .append_one(
                 parent,
                 at,
                 fence,
@@ -220,7 +221,10 @@ impl Placer {
             // Not waited for durably: no effect follows it, and the child row that publishes
             // the child is written durably after it, so that sync covers it.
             self.journal
-                .append_deferred(child, at, Some(fence), vec![marker])
+                .append_records(
+                    AppendRequest::new(child, at, FenceUse::from_option(Some(fence)), vec![marker])
+                        .wait(Wait::Committed),
+                )
                 .await?;
             Ok::<_, PlacementError>(())
         };

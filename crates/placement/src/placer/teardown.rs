@@ -11,6 +11,7 @@ use agentsessions_api::{
 use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::registry::Route;
+use agentsessions_journal::LogExt as _;
 
 /// Bound on each best-effort Stop of a fork child after a failed fan-out.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +52,7 @@ impl Placer {
         let fence = self.journal.new_fence(session).await?;
         let head = self.journal.head(session).await?;
         self.journal
-            .append(
+            .append_one(
                 session,
                 head,
                 fence,
@@ -94,7 +95,7 @@ impl Placer {
         let fence = self.journal.new_fence(session).await?;
         let head = self.journal.head(session).await?;
         self.journal
-            .append(
+            .append_one(
                 session,
                 head,
                 fence,

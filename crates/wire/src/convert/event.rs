@@ -460,7 +460,10 @@ mod tests {
             redacted: vec!["MODEL_API_KEY".into(), "pattern-1".into()],
             ..Event::new(
                 EventKind::Output,
-                EventBody::Message(Message::text_message("assistant", "[REDACTED:MODEL_API_KEY]")),
+                EventBody::Message(Message::text_message(
+                    "assistant",
+                    "[REDACTED:MODEL_API_KEY]",
+                )),
             )
         });
         events.push(Event {

@@ -518,7 +518,7 @@ impl Writer {
     }
 
     /// Creates `child` as a shared-prefix fork of `parent` at `at_seq` (see
-    /// [`Journal::fork_session`](crate::Journal::fork_session)): one `session_prefix` row and one
+    /// [`Log::fork_session`](crate::Log::fork_session)): one `session_prefix` row and one
     /// `sessions` row, nothing of the prefix. The parent's head comes from the cache, so appends
     /// earlier in this batch count.
     fn fork(&mut self, parent: &str, at_seq: i64, child: &str, now: i64) -> Result<i64> {
