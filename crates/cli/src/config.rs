@@ -143,7 +143,7 @@ pub struct HostConfig {
     pub limits: agentsessions_server::Limits,
     /// Patterns and further variables whose values are taken out of every record before it is
     /// journaled (`[redaction]` in the file; see `docs/security.md`, "Redaction").
-    pub redaction: crate::redaction::RedactionSettings,
+    pub redaction: RedactionSettings,
 }
 
 /// Where the tool-call ledger lives: `mcp_ledger` when set; otherwise beside a SQLite journal
@@ -179,6 +179,17 @@ pub fn redact(address: &str) -> String {
         }
         _ => address.to_owned(),
     }
+}
+
+/// `[redaction]` in the daemon's file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedactionSettings {
+    /// Regular expressions (Rust `regex` syntax) whose matches are redacted too, each named
+    /// `pattern-<n>` (from 1) in the marker and the record's list.
+    pub patterns: Vec<String>,
+    /// Further environment variables whose values are secrets.
+    pub secret_env: Vec<String>,
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use agentsessions_api::Redactor;
 use agentsessions_api::redaction::MIN_SECRET_LEN;
-use serde::Deserialize;
 
 use crate::config::{HostConfig, HostError};
 
@@ -23,17 +22,6 @@ pub const KNOWN_SECRET_VARIABLES: [&str; 4] = [
     "ANTHROPIC_API_KEY",
     "AGENTCTL_TOKEN",
 ];
-
-/// `[redaction]` in the daemon's file.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-pub struct RedactionSettings {
-    /// Regular expressions (Rust `regex` syntax) whose matches are redacted too, each named
-    /// `pattern-<n>` (from 1) in the marker and the record's list.
-    pub patterns: Vec<String>,
-    /// Further environment variables whose values are secrets.
-    pub secret_env: Vec<String>,
-}
 
 /// The variables whose values `config`'s host redacts, each once, in a stable order.
 pub fn secret_variables(config: &HostConfig) -> Vec<String> {
@@ -89,6 +77,7 @@ mod tests {
     use agentsessions_mcp::McpServerConfig;
 
     use super::*;
+    use crate::config::RedactionSettings;
 
     fn config() -> HostConfig {
         HostConfig {

@@ -1,19 +1,18 @@
 //! What an append asks of the log ([`AppendRequest`]: the session, the cursor, how it uses the
 //! fence, when it wants its answer, the events) and what it hands back ([`Appended`]: the
-//! records, now or once its writer has committed them). [`Log::append`] is the one way to
-//! append; [`LogExt`] adds the two shorthands tests and hosts use most.
+//! records, now or once its writer has committed them). [`Log::append`](crate::Log::append)
+//! is the one way to append; [`LogExt`](crate::LogExt) adds the two shorthands tests and hosts
+//! use most.
 
 use agentsessions_api::Event;
-use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 use crate::error::{JournalError, Result};
-use crate::journal::Log;
 use crate::record::LogRecord;
 
 pub use crate::extension::FenceUse;
 
-/// When an append's answer comes (see [`Log::append`]).
+/// When an append's answer comes (see [`Log::append`](crate::Log::append)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Wait {
     /// Once the records are durable.
@@ -104,40 +103,3 @@ impl Appended {
         }
     }
 }
-
-/// Shorthands over [`Log::append`] for every log.
-#[async_trait]
-pub trait LogExt: Log {
-    /// Appends `request` and waits for its records.
-    ///
-    /// # Errors
-    /// As [`Log::append`] and [`Appended::records`].
-    async fn append_records(&self, request: AppendRequest) -> Result<Vec<LogRecord>> {
-        self.append(request).await?.records().await
-    }
-
-    /// Appends one event durably with the writer's `fence` and returns its record.
-    ///
-    /// # Errors
-    /// As [`Log::append`].
-    async fn append_one(
-        &self,
-        session: &str,
-        expected_last_seq: i64,
-        fence: i64,
-        event: Event,
-    ) -> Result<LogRecord> {
-        let request = AppendRequest::new(
-            session,
-            expected_last_seq,
-            FenceUse::Hold(fence),
-            vec![event],
-        );
-        self.append_records(request)
-            .await?
-            .pop()
-            .ok_or_else(|| JournalError::InvalidArgument("append committed no record".to_owned()))
-    }
-}
-
-impl<T: Log + ?Sized> LogExt for T {}

@@ -5,18 +5,19 @@
 
 use std::fmt::Debug;
 
-use agentsessions_api::ComputeState;
+use agentsessions_api::{ComputeState, Event};
 use async_trait::async_trait;
 
-use crate::append::{AppendRequest, Appended};
+use crate::append::{AppendRequest, Appended, FenceUse};
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
+use crate::error::JournalError;
 use crate::error::Result;
 use crate::follow::HeadFollow;
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 
 #[cfg(doc)]
-use crate::append::{FenceUse, Wait};
+use crate::append::Wait;
 
 /// The durable, hash-chained session log (semantics §1).
 ///
@@ -250,3 +251,40 @@ pub trait Catalog: Send + Sync + Debug {
 pub trait Journal: Log + Catalog {}
 
 impl<T: Log + Catalog + ?Sized> Journal for T {}
+
+/// Shorthands over [`Log::append`] for every log.
+#[async_trait]
+pub trait LogExt: Log {
+    /// Appends `request` and waits for its records.
+    ///
+    /// # Errors
+    /// As [`Log::append`] and [`Appended::records`].
+    async fn append_records(&self, request: AppendRequest) -> Result<Vec<LogRecord>> {
+        self.append(request).await?.records().await
+    }
+
+    /// Appends one event durably with the writer's `fence` and returns its record.
+    ///
+    /// # Errors
+    /// As [`Log::append`].
+    async fn append_one(
+        &self,
+        session: &str,
+        expected_last_seq: i64,
+        fence: i64,
+        event: Event,
+    ) -> Result<LogRecord> {
+        let request = AppendRequest::new(
+            session,
+            expected_last_seq,
+            FenceUse::Hold(fence),
+            vec![event],
+        );
+        self.append_records(request)
+            .await?
+            .pop()
+            .ok_or_else(|| JournalError::InvalidArgument("append committed no record".to_owned()))
+    }
+}
+
+impl<T: Log + ?Sized> LogExt for T {}

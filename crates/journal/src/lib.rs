@@ -58,7 +58,7 @@ pub mod testing;
 pub mod usage;
 pub mod writer_queue;
 
-pub use append::{AppendRequest, Appended, LogExt, Wait};
+pub use append::{AppendRequest, Appended, Wait};
 pub use approvals::{ApprovalPage, ApprovalsQuery, PendingApproval};
 pub use chain::{
     ChainFault, ChainSummary, ChainVerifier, TamperReason, verify_raw, verify_records,
@@ -66,7 +66,7 @@ pub use chain::{
 pub use error::{JournalError, Result};
 pub use extension::{Extension, FenceUse, LogHead, extend};
 pub use follow::{CommitFeed, HeadFollow};
-pub use journal::{Catalog, Journal, Log};
+pub use journal::{Catalog, Journal, Log, LogExt};
 pub use memory::MemoryJournal;
 pub use record::LogRecord;
 pub use record_follower::RecordFollower;

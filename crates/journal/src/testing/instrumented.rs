@@ -8,11 +8,11 @@ use agentsessions_api::ComputeState;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use crate::append::{AppendRequest, Appended, LogExt as _, Wait};
+use crate::append::{AppendRequest, Appended, Wait};
 use crate::approvals::{ApprovalPage, ApprovalsQuery};
 use crate::error::{JournalError, Result};
 use crate::follow::HeadFollow;
-use crate::journal::{Catalog, Journal, Log};
+use crate::journal::{Catalog, Journal, Log, LogExt as _};
 use crate::record::LogRecord;
 use crate::rows::{HarnessRow, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow};
 
