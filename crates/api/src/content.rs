@@ -214,6 +214,46 @@ pub struct ToolResult {
     pub approval: Option<ApprovalResult>,
 }
 
+/// The error of the result a host records for a call that was open when it closed the call's
+/// turn without running it on (extensions §9): the call may have run.
+pub const OUTCOME_UNKNOWN: &str = "outcome unknown, not retried: the turn was closed before this \
+     call's result was recorded; it may have run, so check its effects before calling it again";
+
+/// The error of the result a host records for a gated call whose approval was never decided when
+/// it closed the call's turn: the call did not run.
+pub const NOT_RUN: &str = "not run: the turn was closed before this call's approval was decided";
+
+impl ToolResult {
+    /// The result that settles call `id` of a turn closed while the call was open: an error
+    /// whose text is [`OUTCOME_UNKNOWN`], code [`ToolResultCode::ExecutorError`].
+    pub fn outcome_unknown(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            is_error: true,
+            error: OUTCOME_UNKNOWN.to_owned(),
+            code: ToolResultCode::ExecutorError,
+            ..Self::default()
+        }
+    }
+
+    /// The result that settles gated call `id` of a turn closed before its approval was
+    /// decided: an error whose text is [`NOT_RUN`].
+    pub fn not_run(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            is_error: true,
+            error: NOT_RUN.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is a result a host recorded when it closed the call's turn without running
+    /// it on ([`ToolResult::outcome_unknown`], [`ToolResult::not_run`]).
+    pub fn settles_closed_turn(&self) -> bool {
+        self.is_error && (self.error == OUTCOME_UNKNOWN || self.error == NOT_RUN)
+    }
+}
+
 /// A tool offered to a model on one call.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolDefinition {
@@ -399,5 +439,23 @@ mod tests {
             assert_eq!(Mediation::parse(m.as_str()), Some(m));
         }
         assert_eq!(Mediation::parse("BOGUS"), None);
+    }
+
+    // extensions §9: the results a host closes a turn with are errors it
+    // recognizes again; a tool's own error with other words is not one of them.
+    #[test]
+    fn results_of_a_closed_turn_are_recognized() {
+        let unknown = ToolResult::outcome_unknown("c1");
+        assert!(unknown.is_error && unknown.settles_closed_turn());
+        assert_eq!(unknown.code, ToolResultCode::ExecutorError);
+        let not_run = ToolResult::not_run("c2");
+        assert!(not_run.settles_closed_turn());
+        assert_eq!(not_run.code, ToolResultCode::Unspecified);
+        let own = ToolResult {
+            is_error: true,
+            error: "disk full".into(),
+            ..ToolResult::default()
+        };
+        assert!(!own.settles_closed_turn());
     }
 }

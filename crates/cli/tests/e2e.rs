@@ -120,9 +120,10 @@ fn agentctl_embedded_exec_replay_fork_suspend_resume_verify() {
     assert!(!missing.status.success());
     let message = String::from_utf8_lossy(&missing.stderr);
     assert!(message.contains("NOT_FOUND"), "{message}");
+    // What a decision does not name comes from the pending approval; here there is none.
     let partial = ctl(d, &["approve", "--session", &uid, "--execution", "e"]);
     assert!(!partial.status.success());
-    assert!(String::from_utf8_lossy(&partial.stderr).contains("go together"));
+    assert!(String::from_utf8_lossy(&partial.stderr).contains("no pending approval"));
 }
 
 // The daemon serves agentctl and the SDK; racing writers: exactly one wins; malformed input

@@ -44,10 +44,21 @@ fn in_seconds(secs: i64) -> i64 {
 }
 
 async fn chat(client: &mut Client, session: &str, deadline_unix: i64) -> Result<(), String> {
+    turn(client, session, deadline_unix, false).await
+}
+
+/// A chat turn that abandons the session's unfinished turn when `abandon` (extensions §9).
+async fn turn(
+    client: &mut Client,
+    session: &str,
+    deadline_unix: i64,
+    abandon: bool,
+) -> Result<(), String> {
     let options = ExecOptions {
         session: session.to_owned(),
         harness: "chat".into(),
         deadline_unix,
+        abandon_unfinished: abandon,
         ..ExecOptions::new("hello")
     };
     client
@@ -76,13 +87,16 @@ async fn a_hanging_model_is_ended_by_the_deadline_and_by_cancel() {
         began.elapsed()
     );
     assert!(ended.contains("DEADLINE_EXCEEDED"), "{ended}");
+    // The timed-out turn did not end: new input must resume or abandon it (extensions §9).
+    let refused = chat(&mut client, &session, 0).await.unwrap_err();
+    assert!(refused.contains("FAILED_PRECONDITION"), "{refused}");
 
     // Cancel: a second turn held by the model ends when cancelled.
     let addr = daemon.addr.clone();
     let held_session = session.clone();
     let held = tokio::spawn(async move {
         let mut client = Client::dial(&addr).unwrap();
-        chat(&mut client, &held_session, 0).await
+        turn(&mut client, &held_session, 0, true).await
     });
     while model.requests() < 2 {
         tokio::time::sleep(Duration::from_millis(20)).await;

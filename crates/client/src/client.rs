@@ -217,6 +217,7 @@ impl Client {
             config: Vec::new(),
             expected_last_seq: options.expected_last_seq,
             deadline_unix: options.deadline_unix,
+            abandon_unfinished: options.abandon_unfinished,
         });
         let mut stream = match self.inner.exec(call).await {
             Ok(response) => response.into_inner(),

@@ -33,6 +33,9 @@ pub struct ExecOptions {
     pub expected_last_seq: Option<i64>,
     /// Unix second after which the turn is cancelled; 0 for none.
     pub deadline_unix: i64,
+    /// Close the session's unfinished last turn first instead of being refused
+    /// (`ExecRequest.abandon_unfinished`, extensions §9).
+    pub abandon_unfinished: bool,
 }
 
 impl ExecOptions {

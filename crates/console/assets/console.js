@@ -371,18 +371,20 @@
     const header = el("div", { id: "session-header" });
     const actions = el("div", { class: "actions", id: "session-actions" });
     const approval = el("div", { id: "approval" });
+    const next = el("div", { id: "next-step-slot" });
     const chain = el("div", { id: "chain-status", class: "muted" }, "verifying chain…");
     const live = el("span", { id: "live-status", class: "idle" }, "");
     const rows = el("tbody", { id: "records" });
     const timeline = el("table", { id: "timeline" },
       el("thead", {}, el("tr", {}, ["seq", "committed", "kind", ""].map(h => el("th", {}, h)))), rows);
     const tree = el("div", { id: "fork-tree", class: "panel" }, el("h2", {}, "Fork tree"));
-    append(root, [header, actions, approval, el("div", { class: "grid" },
+    append(root, [header, actions, next, approval, el("div", { class: "grid" },
       el("div", {}, el("h2", {}, "Timeline ", live), timeline),
       el("div", {}, el("div", { class: "panel" }, el("h2", {}, "Hash chain"), chain), tree))]);
 
     let session = shown.session;
     let permissions = shown.permissions;
+    let nextStep = shown.next_step;
     let lastSeq = 0;
 
     function drawHeader() {
@@ -401,6 +403,39 @@
           session.usage ? el("span", { class: "muted" }, " · tokens in " + (session.usage.input_tokens || 0) + " out " + (session.usage.output_tokens || 0)) : null),
       ]);
       drawActions();
+      drawNextStep();
+    }
+
+    // A turn that has not ended: what state it is in and the one action that moves it on (and,
+    // for a parked or interrupted turn, abandoning it instead).
+    function stepButton(permission, step, label, run) {
+      if (!permissions.includes(permission)) return null;
+      return el("button", { dataset: { step }, on: { click: async () => {
+        try { await run(); showError(""); } catch (err) { showError(err.message); }
+        refresh();
+      } } }, label);
+    }
+
+    function drawNextStep() {
+      clear(next);
+      if (!nextStep) return;
+      const buttons = [];
+      if (nextStep.action === "resume") {
+        buttons.push(stepButton("resume", "resume", "Resume turn", () => api("POST", "/sessions/" + enc(uid) + "/resume")));
+      } else if (nextStep.action === "cancel") {
+        buttons.push(stepButton("cancel", "cancel", "Cancel turn", () => api("POST", "/sessions/" + enc(uid) + "/cancel", {})));
+      } else if (nextStep.action === "decide") {
+        buttons.push(el("span", { class: "muted" }, permissions.includes("approve") ? "Approve or deny the call below." : "You may not decide the call."));
+      }
+      if (nextStep.instead === "abandon") {
+        buttons.push(stepButton("cancel", "abandon", "Abandon turn", async () => {
+          if (!window.confirm("Abandon this turn? Its open tool calls are recorded as outcome unknown (or not run), and it ends CANCELED.")) return;
+          await api("POST", "/sessions/" + enc(uid) + "/cancel", { reason: "abandoned from the console" });
+        }));
+      }
+      append(next, [el("div", { class: "panel next-step", id: "next-step", dataset: { state: nextStep.state, action: nextStep.action } },
+        el("strong", {}, nextStep.state), " ", el("span", { class: "says" }, nextStep.says),
+        el("div", { class: "actions" }, buttons))]);
     }
 
     function act(name, label, run) {
@@ -467,6 +502,7 @@
           const again = await api("GET", "/sessions/" + enc(uid));
           session = again.session;
           permissions = again.permissions;
+          nextStep = again.next_step;
           drawHeader();
           await drawApproval();
           await drawTree();

@@ -62,6 +62,9 @@ pub(crate) struct SessionView {
     pub(crate) session: Box<RawValue>,
     /// The actions the caller may take (`read`, `approve`, `cancel` …), by their policy names.
     pub(crate) permissions: Vec<&'static str>,
+    /// For a turn that has not ended, what state it is in and what moves it on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) next_step: Option<NextStep>,
 }
 
 impl SessionView {
@@ -69,6 +72,58 @@ impl SessionView {
         Self {
             session: canonical(session, "{}"),
             permissions: permissions.iter().map(|action| action.as_str()).collect(),
+            next_step: NextStep::of(session),
+        }
+    }
+}
+
+/// What a session whose turn has not ended is waiting for, and the one action that moves it on
+/// (extensions §9). The console draws it above the session's records.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct NextStep {
+    /// `RUNNING`, `AWAITING` or `INTERRUPTED`.
+    pub(crate) state: &'static str,
+    /// What the state means, in a sentence.
+    pub(crate) says: &'static str,
+    /// The action that moves the turn on: `cancel`, `decide` or `resume`.
+    pub(crate) action: &'static str,
+    /// The way to drop the turn instead, when there is one: `abandon` (a Cancel: its open tool
+    /// calls are recorded as outcome unknown, or not run, and it ends CANCELED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) instead: Option<&'static str>,
+}
+
+impl NextStep {
+    /// The next step of `session`; `None` when its last turn has ended (or none began).
+    pub(crate) fn of(session: &pb::Session) -> Option<Self> {
+        match pb::ExecState::try_from(session.exec_state).ok()? {
+            pb::ExecState::ExecRunning => Some(Self {
+                state: "RUNNING",
+                says: "A turn is running on the host.",
+                action: "cancel",
+                instead: None,
+            }),
+            pb::ExecState::ExecAwaiting => Some(Self {
+                state: "AWAITING",
+                says: "The turn waits for a decision on a tool call: approve or deny it (the turn \
+                       then runs on), or abandon the turn (the call does not run).",
+                action: "decide",
+                instead: Some("abandon"),
+            }),
+            pb::ExecState::ExecInterrupted => Some(Self {
+                state: "INTERRUPTED",
+                says: "The turn stopped before it ended (its host went away, it failed, or its \
+                       approval was decided and it was not run on yet): resume runs it on, \
+                       calling no recorded effect twice; abandon closes it, recording its open \
+                       tool calls as outcome unknown.",
+                action: "resume",
+                instead: Some("abandon"),
+            }),
+            pb::ExecState::Unspecified
+            | pb::ExecState::ExecPending
+            | pb::ExecState::ExecCompleted
+            | pb::ExecState::ExecFailed
+            | pb::ExecState::ExecCanceled => None,
         }
     }
 }
@@ -142,5 +197,47 @@ mod tests {
         assert_eq!(json["seq"], 3);
         assert_eq!(json["commit_time"], "2023-11-14T22:13:20.005Z");
         assert_eq!(json["event"]["kind"], "EVENT_OUTPUT");
+    }
+
+    // extensions §9: a session whose turn has not ended says what it
+    // waits for and the action that moves it on; one whose turn ended says nothing.
+    #[test]
+    fn unfinished_turns_name_their_next_step() {
+        let step = |state: pb::ExecState| {
+            NextStep::of(&pb::Session {
+                exec_state: state as i32,
+                ..pb::Session::default()
+            })
+            .map(|step| (step.state, step.action, step.instead))
+        };
+        assert_eq!(
+            step(pb::ExecState::ExecAwaiting),
+            Some(("AWAITING", "decide", Some("abandon")))
+        );
+        assert_eq!(
+            step(pb::ExecState::ExecInterrupted),
+            Some(("INTERRUPTED", "resume", Some("abandon")))
+        );
+        assert_eq!(
+            step(pb::ExecState::ExecRunning),
+            Some(("RUNNING", "cancel", None))
+        );
+        for ended in [
+            pb::ExecState::ExecCompleted,
+            pb::ExecState::ExecCanceled,
+            pb::ExecState::ExecFailed,
+            pb::ExecState::ExecPending,
+        ] {
+            assert_eq!(step(ended), None);
+        }
+        let view = SessionView::new(
+            &pb::Session {
+                exec_state: pb::ExecState::ExecInterrupted as i32,
+                ..pb::Session::default()
+            },
+            &[Action::Resume],
+        );
+        let json = serde_json::to_value(view).unwrap();
+        assert_eq!(json["next_step"]["action"], "resume");
     }
 }

@@ -284,6 +284,18 @@ pub fn receipt_consistent(approved: bool, receipt: &ToolResult) -> bool {
     }
 }
 
+/// Whether `result` closes `gate`, still undecided, without a decision: the result a host
+/// records when it closes the turn before anyone decided (extensions §9): an error that names
+/// the request (0 when none was written) and no decision, and says the call did not run.
+fn withdraws(gate: &ApprovalGate, result: &ToolResult) -> bool {
+    result.id == gate.call.id
+        && result.approval_request_seq == gate.request_seq
+        && result.approval_decision_seq == 0
+        && result.code == ToolResultCode::Unspecified
+        && result.is_error
+        && result.error == agentsessions_api::NOT_RUN
+}
+
 /// The receipt a denial writes.
 pub fn denial_receipt(call_id: &str, request_seq: i64, decision_seq: i64) -> ToolResult {
     ToolResult {
@@ -386,7 +398,8 @@ fn scan_execution(
                                 && result.approval_decision_seq == decision_seq
                                 && receipt_consistent(approved, result)
                         });
-                        if !valid {
+                        let withdrawn = decided.is_none() && withdraws(gate, result);
+                        if !(valid || withdrawn) {
                             return Err(invalid(id, seq, "continued past an unresolved approval"));
                         }
                         gate.receipt = Some((*record).clone());
@@ -499,6 +512,74 @@ mod tests {
         records.push(receipt);
         let scan = ApprovalScan::scan(&records, 0).unwrap();
         assert!(!scan.selected().unwrap().blocks_new_input());
+    }
+
+    // extensions §9: a host that closes a turn before anyone decided
+    // withdraws the gate with a NOT_RUN result naming the request; then the turn may END, and a
+    // late decision is refused as superseded. Any other result in the undecided gate is invalid.
+    #[test]
+    fn an_undecided_gate_is_withdrawn_by_a_not_run_result() {
+        let withdrawal = ToolResult {
+            approval_request_seq: 2,
+            ..ToolResult::not_run("c")
+        };
+        let end = rec(
+            4,
+            "e",
+            EventKind::End,
+            EventBody::End(HarnessEnd {
+                state: "CANCELED".into(),
+                error: None,
+            }),
+        );
+        let records = vec![
+            gated_call(1),
+            request(2),
+            rec(
+                3,
+                "e",
+                EventKind::ToolResult,
+                EventBody::Result(withdrawal.clone()),
+            ),
+            end,
+        ];
+        let scan = ApprovalScan::scan(&records, 0).unwrap();
+        let gate = scan.selected().unwrap();
+        assert!(!gate.is_pending() && !gate.blocks_new_input());
+        let late = decide(true, 2);
+        assert!(matches!(
+            scan.admit_decision(&late),
+            Err(ControllerError::InvalidApprovalDecision(_))
+        ));
+        // Never requested: the withdrawal names no request.
+        let unrequested = vec![
+            gated_call(1),
+            rec(
+                2,
+                "e",
+                EventKind::ToolResult,
+                EventBody::Result(ToolResult::not_run("c")),
+            ),
+        ];
+        ApprovalScan::scan(&unrequested, 0).unwrap();
+        // Another error, or one that names a decision, is no withdrawal.
+        for forged in [
+            ToolResult {
+                error: "gave up".into(),
+                ..withdrawal.clone()
+            },
+            ToolResult {
+                approval_decision_seq: 3,
+                ..withdrawal
+            },
+        ] {
+            let records = vec![
+                gated_call(1),
+                request(2),
+                rec(3, "e", EventKind::ToolResult, EventBody::Result(forged)),
+            ];
+            ApprovalScan::scan(&records, 0).unwrap_err();
+        }
     }
 
     // semantics §5.3: anything but the gate's own records while it is open is invalid.

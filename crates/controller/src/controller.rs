@@ -5,6 +5,7 @@
 
 mod closing;
 mod replay;
+mod unfinished;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,6 +21,7 @@ use tracing::Instrument as _;
 
 use self::closing::RunEnd;
 pub use self::replay::ReplayReport;
+use self::unfinished::{ABANDONED, with_closing};
 use crate::approval::{ApprovalScan, DecisionAdmission, ResumeStep};
 use crate::effects::Recorded;
 use crate::error::{ControllerError, Result};
@@ -27,9 +29,11 @@ use crate::hooks::{Cancellations, IdSource, Interruption, Observer, ToolExecutor
 use crate::legacy::legacy_execution_id;
 use crate::log::{Execution, check_identity, history_for, legacy_tail, needs_identity_check};
 use crate::settings::TurnSettings;
+use crate::settlement::unfinished_in;
 use crate::sink::{Mode, Sink, SinkContext};
 use crate::spans;
 use crate::view::LogView;
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
 
 /// How long the harness may take to describe itself before a turn (semantics §2.3).
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +51,10 @@ pub struct ExecRequest {
     pub resume_from_seq: i64,
     /// The turn, model call included, stops at this instant.
     pub deadline: Option<SystemTime>,
+    /// Close the session's unfinished last turn first instead of refusing the input
+    /// (extensions §9): its open tool calls are answered as outcome
+    /// unknown (or not run) and it ends CANCELED, in the new turn's opening commit.
+    pub abandon_unfinished: bool,
 }
 
 /// What a completed turn or resume produced.
@@ -131,7 +139,7 @@ impl Controller {
         }
     }
 
-    /// Appends with `fence` (minted by [`Journal::new_fence`] for this incarnation).
+    /// Appends with `fence` (minted by [`Log::new_fence`] for this incarnation).
     #[must_use]
     pub fn with_fence(self, fence: i64) -> Self {
         self.fence.store(fence, Ordering::SeqCst);
@@ -139,7 +147,7 @@ impl Controller {
     }
 
     /// [`Controller::exec`] mints this incarnation's fence in the same commit as its opening
-    /// records ([`Journal::append_batch_fencing`]) instead of using one minted before: one
+    /// records ([`FenceUse::Mint`](agentsessions_journal::FenceUse::Mint)) instead of using one minted before: one
     /// durable commit fewer per turn, and a caller whose cursor is stale changes nothing, so it
     /// can never supersede the writer that won the head. [`Controller::fence`] tells the
     /// minted value afterwards.
@@ -348,7 +356,8 @@ impl Controller {
     /// # Errors
     /// [`ControllerError::Journal`] with a conflict or stale fence when another writer got there
     /// first (nothing was written); [`ControllerError::ApprovalBlocked`] while an approval is
-    /// open; [`ControllerError::InvalidExecutionLog`] for a log that cannot take a new turn;
+    /// open, unless the request abandons the turn; [`ControllerError::InvalidExecutionLog`] for
+    /// a log that cannot take a new turn;
     /// [`ControllerError::HarnessDescribeFailed`]; [`ControllerError::Parked`] when the run parked
     /// for an approval (no END); [`ControllerError::Cancelled`] /
     /// [`ControllerError::DeadlineExceeded`]; the harness's own failure.
@@ -402,12 +411,23 @@ impl Controller {
         let scan = view.approvals()?;
         if let Some(gate) = scan.selected()
             && gate.blocks_new_input()
+            && !request.abandon_unfinished
         {
             return Err(ControllerError::ApprovalBlocked {
                 execution_id: gate.execution_id.clone(),
                 tool_call_id: gate.call.id.clone(),
             });
         }
+        // Any other unfinished turn is superseded as semantics §3.4 has it (a host refuses
+        // that first, see `settlement::check_new_input`); one the request abandons is closed in
+        // the new turn's opening commit: both or neither.
+        let mut events = match unfinished_in(view)? {
+            Some(left) if request.abandon_unfinished => {
+                self.closing_events(&left, view.records(), ABANDONED)
+            }
+            _ => Vec::new(),
+        };
+        let closing = events.len();
         let default_model = self.default_model()?;
         let descriptor = self.describe(request.deadline).await?;
         let execution_id = self.settings.ids.execution_id();
@@ -423,14 +443,21 @@ impl Controller {
             harness_version: descriptor.version.clone(),
             compute_instance: self.compute_instance.clone(),
         };
-        let mut events = vec![
+        events.push(
             Event::new(EventKind::ExecutionStart, EventBody::ExecutionStart(marker))
                 .with_execution(execution_id.clone()),
-        ];
-        events.extend(request.inputs.iter().map(|input| {
-            Event::new(EventKind::Input, EventBody::Message(input.clone()))
-                .with_execution(execution_id.clone())
-        }));
+        );
+        // The harness is handed the inputs as journaled (without the host's secrets), so a
+        // replay sees what this turn saw.
+        let mut inputs = Vec::with_capacity(request.inputs.len());
+        for input in request.inputs {
+            let event = self
+                .settings
+                .journaled(EventKind::Input, EventBody::Message(input))
+                .with_execution(execution_id.clone());
+            inputs.extend(event.message().cloned());
+            events.push(event);
+        }
         // One commit for the marker and its inputs: a crash can never leave an incomplete
         // invocation behind. It need not be durable yet: the harness holds no durable
         // authority, and whatever it causes through the host (a model call, a mediated tool)
@@ -439,7 +466,15 @@ impl Controller {
         let fence = (!self.mint_on_open).then(|| self.fence());
         let opened = self
             .journal
-            .append_deferred(&self.session, expected, fence, events)
+            .append_records(
+                AppendRequest::new(
+                    &self.session,
+                    expected,
+                    FenceUse::from_option(fence),
+                    events,
+                )
+                .wait(Wait::Committed),
+            )
             .await?;
         if fence.is_none()
             && let Some(first) = opened.first()
@@ -454,8 +489,12 @@ impl Controller {
             model: default_model.clone(),
             session_uid: self.session.clone(),
             config: request.config,
-            history: history_for(&descriptor, &view.history(), usize::MAX),
-            inputs: request.inputs,
+            history: history_for(
+                &descriptor,
+                &with_closing(view, &opened[..closing.min(opened.len())]),
+                usize::MAX,
+            ),
+            inputs,
             identity: self.turn_identity(&execution_id),
             resume_from_seq: request.resume_from_seq,
         };
@@ -653,7 +692,7 @@ impl Controller {
             .with_execution(gate.execution_id.clone());
             let record = self
                 .journal
-                .append(&self.session, scan.head, self.fence(), request)
+                .append_one(&self.session, scan.head, self.fence(), request)
                 .await?;
             self.notify(std::slice::from_ref(&record));
             let mut park = gate.park_ref();
@@ -711,9 +750,10 @@ impl Controller {
         .with_execution(decision.execution_id.clone());
         event.actor = decision.identity.clone();
         event.timestamp = Some(decided_at);
+        let event = self.settings.scrubbed(event);
         let record = self
             .journal
-            .append(&self.session, scan.head, fence, event)
+            .append_one(&self.session, scan.head, fence, event)
             .await?;
         spans::approval_decided(
             view.records(),

@@ -98,6 +98,11 @@ impl Recorded {
         self.position.min(self.records.len())
     }
 
+    /// The recorded effects not consumed yet, in order.
+    pub fn rest(&self) -> &[LogRecord] {
+        self.records.get(self.position..).unwrap_or_default()
+    }
+
     /// How a run that stopped before consuming every recorded effect diverged, told of
     /// `subject` (`the harness`, `execution …`); `None` when the record was consumed whole.
     pub fn unconsumed(&self, subject: &str) -> Option<String> {

@@ -69,8 +69,10 @@ pub enum ControllerError {
 
     /// An owned approval request has no receipt yet; new input would continue past it.
     #[error(
-        "execution {execution_id} is waiting on approval of tool call {tool_call_id:?}; decide it \
-         and resume before sending new input"
+        "execution {execution_id} stopped at the approval of tool call {tool_call_id:?}: decide \
+         it (`agentctl approve` or `agentctl deny`; once decided, `agentctl resume`), cancel the \
+         turn (`agentctl cancel`), or send the new input with abandon_unfinished (`agentctl exec \
+         --abandon`), which closes the turn first"
     )]
     ApprovalBlocked {
         /// The parked execution.
@@ -79,12 +81,28 @@ pub enum ControllerError {
         tool_call_id: String,
     },
 
+    /// The last execution stopped before its END (extensions §9): new
+    /// input would leave it behind, its open tool calls unanswered.
+    #[error(
+        "the last turn (execution {execution_id}) stopped before it ended: resume it \
+         (`agentctl resume`), cancel it (`agentctl cancel`), or send the new input with \
+         abandon_unfinished (`agentctl exec --abandon`), which closes it first and records its \
+         open tool calls as outcome unknown"
+    )]
+    UnfinishedTurn {
+        /// The unfinished execution.
+        execution_id: String,
+    },
+
     /// Approvals need a harness that can be replayed statelessly.
     #[error("approval requires a STATELESS_REPLAY harness")]
     ApprovalUnavailable,
 
     /// An approved call must run on the host but no tool executor is configured.
-    #[error("approved tool call needs a tool executor and none is configured")]
+    #[error(
+        "approved tool call needs a tool executor and none is configured on this host; resume \
+         on a host that runs it, or cancel the turn (`agentctl cancel`)"
+    )]
     MissingToolExecutor,
 
     /// A gated tool call that cannot be parked (empty or reused id, legacy recovery).
@@ -195,17 +213,18 @@ pub enum ControllerError {
 impl ControllerError {
     /// The gRPC code of the Exec/Resume column of semantics §8 (plus extensions §4–§6). Every
     /// variant has its row here, with no catch-all, so a new variant forces a decision; wrapped
-    /// journal and SPI errors take the rows of [`journal_status_code`] and
+    /// journal and SPI errors take the rows of [`JournalError::status_code`] and
     /// [`ApiError::status_code`].
     pub fn status_code(&self) -> StatusCode {
         match self {
-            Self::Journal(e) => journal_status_code(e),
+            Self::Journal(e) => e.status_code(),
             Self::InvalidExecutionLog(_)
             | Self::IncompleteInvocation { .. }
             | Self::InheritedToolIntent { .. }
             | Self::HarnessMismatch { .. }
             | Self::HarnessVersionMismatch { .. }
             | Self::ApprovalBlocked { .. }
+            | Self::UnfinishedTurn { .. }
             | Self::ApprovalUnavailable
             | Self::MissingToolExecutor
             | Self::InvalidApprovalCall(_)
@@ -264,6 +283,7 @@ impl ControllerError {
             | Self::HarnessMismatch { .. }
             | Self::HarnessVersionMismatch { .. }
             | Self::ApprovalBlocked { .. }
+            | Self::UnfinishedTurn { .. }
             | Self::ApprovalUnavailable
             | Self::MissingToolExecutor
             | Self::InvalidApprovalCall(_)
@@ -300,6 +320,7 @@ impl ControllerError {
             Self::HostShuttingDown => code_kind(StatusCode::Unavailable),
             Self::HarnessDescribeFailed(_)
             | Self::ApprovalBlocked { .. }
+            | Self::UnfinishedTurn { .. }
             | Self::ApprovalUnavailable
             | Self::MissingToolExecutor
             | Self::InvalidApprovalCall(_)
@@ -314,35 +335,6 @@ impl ControllerError {
             | Self::Parked(_)
             | Self::SinkClosed => "operation_failed",
         }
-    }
-}
-
-/// The journal's rows of semantics §8, wherever a journal error surfaces (directly, through a
-/// turn, or through placement). A commit that may succeed on retry (contention, a full disk, or
-/// a writer that is shutting down) is `UNAVAILABLE`; a storage failure that will not clear by
-/// itself (an I/O error, a failed fsync that poisons the journal until a restart) is `INTERNAL`
-/// (§8 "store/read/decode failures").
-pub fn journal_status_code(err: &JournalError) -> StatusCode {
-    match err {
-        JournalError::Conflict { .. } | JournalError::Fenced { .. } => StatusCode::Aborted,
-        JournalError::SessionNotFound(_) | JournalError::HarnessNotFound(_) => StatusCode::NotFound,
-        JournalError::InvalidPageToken(_)
-        | JournalError::InvalidArgument(_)
-        | JournalError::InvalidEvent(_)
-        | JournalError::NotJournalable(_) => StatusCode::InvalidArgument,
-        JournalError::SessionExists(_)
-        | JournalError::HarnessExists(_)
-        | JournalError::HarnessNameReserved(_) => StatusCode::AlreadyExists,
-        JournalError::UnsupportedSchema { .. } => StatusCode::FailedPrecondition,
-        JournalError::Closed => StatusCode::Unavailable,
-        JournalError::CommitFailed { .. } | JournalError::Storage(_) if err.is_retryable() => {
-            StatusCode::Unavailable
-        }
-        JournalError::CommitFailed { .. }
-        | JournalError::Storage(_)
-        | JournalError::Undecodable { .. }
-        | JournalError::Io(_)
-        | JournalError::ImportMismatch { .. } => StatusCode::Internal,
     }
 }
 
@@ -367,7 +359,7 @@ pub fn journal_kind(err: &JournalError) -> &'static str {
         | JournalError::Storage(_)
         | JournalError::Undecodable { .. }
         | JournalError::Io(_)
-        | JournalError::ImportMismatch { .. } => code_kind(journal_status_code(err)),
+        | JournalError::ImportMismatch { .. } => code_kind(err.status_code()),
     }
 }
 
@@ -500,6 +492,13 @@ mod tests {
                     execution_id: s(),
                     tool_call_id: s(),
                 },
+                C::FailedPrecondition,
+                "operation_failed",
+            ),
+            // extensions §9: new input is refused until the turn is
+            // resumed, cancelled or abandoned.
+            (
+                E::UnfinishedTurn { execution_id: s() },
                 C::FailedPrecondition,
                 "operation_failed",
             ),
@@ -683,7 +682,7 @@ mod tests {
             (JournalError::Closed, C::Unavailable),
         ];
         for (err, code) in rows {
-            assert_eq!(journal_status_code(&err), code, "{err}");
+            assert_eq!(err.status_code(), code, "{err}");
             assert!(!journal_kind(&err).is_empty());
         }
     }

@@ -44,6 +44,15 @@ pub trait ToolExecutor: Send + Sync {
     ) -> agentsessions_api::Result<ToolResult> {
         self.execute(call_context.session_uid, call).await
     }
+
+    /// Whether this executor runs calls to `tool` at all (a configured source offers it, even
+    /// if it is down right now), so an approval is refused up front on a host that could not
+    /// carry it out (extensions §9). The default, for an executor that
+    /// cannot tell, is yes.
+    fn runs(&self, tool: &str) -> bool {
+        let _ = tool;
+        true
+    }
 }
 
 /// Where a tool call comes from: the session and the execution (turn) that made it.

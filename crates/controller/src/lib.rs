@@ -23,6 +23,8 @@
 //! - [`hooks`] — [`ToolExecutor`], [`Observer`], [`IdSource`], [`Cancellations`],
 //!   [`TokenMinting`].
 //! - [`settings`] — [`TurnSettings`], what every turn of a host shares.
+//! - [`settlement`] — unfinished executions: the refusal of new input that would leave one
+//!   behind, and the results that settle its open calls when a host closes it.
 //! - [`legacy`] — the compatibility id of v0.1.2 turns.
 //! - [`view`] — [`LogView`], a session's decoded log and readings kept between operations.
 //! - [`mod@error`] — [`ControllerError`].
@@ -36,6 +38,7 @@ pub mod hooks;
 pub mod legacy;
 pub mod log;
 pub mod settings;
+pub mod settlement;
 mod sink;
 mod spans;
 pub mod view;

@@ -16,7 +16,13 @@
 //! is also what replay serves for a completion recorded without USAGE) reports none.
 //!
 //! History from earlier turns keeps the assistant's text but not its tool calls: their results
-//! are not messages, and a provider refuses tool calls without results.
+//! are not messages, and a provider refuses tool calls without results. The one exception is a
+//! turn the host closed unfinished (extensions §9): an answer whose
+//! calls the host settled keeps them, followed by a `tool` message with a result for every one
+//! of them (the recorded result, the host's "outcome unknown, not retried" or "not run", or, for
+//! a call the turn never made, "not run"), so the model is told that a call with side effects
+//! may have run, and every call it sees has its answer. Histories without such a turn give the
+//! same messages as before, so they replay as recorded.
 //!
 //! # Config
 //!
@@ -33,18 +39,19 @@
 //! config. The rejected turn stays incomplete: a resume reads the same journaled config and fails
 //! the same way, and a new execution supersedes it.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use agentsessions_api::{
-    Capabilities, Descriptor, EventKind, EventSink, Harness, Message, ModelRequest, Part, Result,
-    Resumability, Start, ToolCatalog, Usage,
+    Capabilities, Descriptor, EventBody, EventKind, EventSink, Harness, History, Message,
+    ModelRequest, Part, Result, Resumability, Start, ToolCall, ToolCatalog, ToolResult, Usage,
 };
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::HarnessesError;
-use crate::tool_round::{Offer, requested_calls, run_calls};
+use crate::tool_round::{CallSite, Offer, model_facing, requested_calls, run_calls};
 
 /// The `chat` harness (semantics §10.5): rebuilds the whole conversation from history on every
 /// execution and asks the configured model, running the tools the model asks for when built
@@ -146,7 +153,8 @@ impl Harness for ChatHarness {
 
     /// Model calls with, in order: the system message from the config (if any), every history
     /// event of kind INPUT or OUTPUT that carries a message (journal order, tool calls left
-    /// out), all of this execution's inputs, then each earlier step's answer and tool results.
+    /// out but for a turn the host closed unfinished, see the module docs), all of this
+    /// execution's inputs, then each earlier step's answer and tool results.
     ///
     /// # Errors
     ///
@@ -156,12 +164,7 @@ impl Harness for ChatHarness {
     /// unchanged (a park for approval included).
     async fn run(&self, start: &Start, sink: &dyn EventSink) -> Result<()> {
         let system = system_prompt(&start.config)?;
-        let history = start
-            .history
-            .iter()
-            .filter(|event| matches!(event.kind, EventKind::Input | EventKind::Output))
-            .filter_map(|event| event.message())
-            .filter_map(without_tool_calls);
+        let history = history_messages(&start.history);
         let mut messages: Vec<Message> = system
             .map(|prompt| Message::text_message("system", prompt))
             .into_iter()
@@ -198,6 +201,81 @@ impl Harness for ChatHarness {
             limit: self.max_steps,
         }
         .into())
+    }
+}
+
+/// The history as model messages (see the module docs): INPUTs and OUTPUTs in journal order, an
+/// OUTPUT without its tool calls unless the host settled one of them when it closed the turn.
+fn history_messages(history: &History) -> Vec<Message> {
+    let results: HashMap<&str, &ToolResult> = history
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .filter_map(|event| match &event.body {
+            Some(EventBody::Result(result)) => Some((result.id.as_str(), result)),
+            _ => None,
+        })
+        .collect();
+    // Each model answer of an execution is one step of its tool loop, in order.
+    let mut steps: HashMap<&str, u32> = HashMap::new();
+    let mut messages = Vec::new();
+    for event in history.iter() {
+        let Some(message) = event.message() else {
+            continue;
+        };
+        match event.kind {
+            EventKind::Input => messages.extend(without_tool_calls(message)),
+            EventKind::Output => {
+                let step = steps.entry(event.execution_id.as_str()).or_default();
+                let site = |index| CallSite {
+                    execution_id: &event.execution_id,
+                    step: *step,
+                    index,
+                };
+                let calls = requested_calls(message);
+                let answers: Vec<Option<&ToolResult>> = (0..calls.len())
+                    .map(|index| results.get(site(index).call_id().as_str()).copied())
+                    .collect();
+                *step += 1;
+                if answers.iter().flatten().any(|r| r.settles_closed_turn()) {
+                    messages.push(message.clone());
+                    messages.push(settled_calls(&calls, &answers));
+                } else {
+                    messages.extend(without_tool_calls(message));
+                }
+            }
+            _ => {}
+        }
+    }
+    messages
+}
+
+/// What the model is told of a call its answer asked for that the closed turn never made.
+const NEVER_MADE: &str = "not run: the turn was closed before this call was made";
+
+/// The `tool` message answering `calls` of a turn the host closed: each recorded result (as the
+/// model reads one), or "not run" for a call the turn never made.
+fn settled_calls(calls: &[ToolCall], answers: &[Option<&ToolResult>]) -> Message {
+    let parts = calls
+        .iter()
+        .zip(answers)
+        .map(|(call, answer)| {
+            let answer = answer.map_or_else(
+                || ToolResult {
+                    is_error: true,
+                    error: NEVER_MADE.to_owned(),
+                    ..ToolResult::default()
+                },
+                |result| model_facing(result.clone()),
+            );
+            Part::ToolResult(ToolResult {
+                id: call.id.clone(),
+                ..answer
+            })
+        })
+        .collect();
+    Message {
+        role: "tool".to_owned(),
+        parts,
     }
 }
 
@@ -654,5 +732,82 @@ mod tests {
                 Message::text_message("user", "hi"),
             ]
         );
+    }
+
+    // extensions §9: an answer of a turn the host closed keeps its calls,
+    // each answered in the tool message that follows (recorded result, the host's settlement, or
+    // "not run" for the call never made); the earlier answer of that turn, whose calls all ran,
+    // keeps only its text as before.
+    #[tokio::test]
+    async fn history_keeps_the_calls_a_closed_turn_left_open_with_their_answers() {
+        let at = |execution: &str, kind, body| {
+            Event::new(kind, body).with_execution(execution.to_owned())
+        };
+        let result = |id: &str, result: ToolResult| {
+            at(
+                "x0",
+                EventKind::ToolResult,
+                EventBody::Result(ToolResult {
+                    id: id.into(),
+                    ..result
+                }),
+            )
+        };
+        let mut first = asks_for(&[("m0", "lookup")]);
+        first.parts.insert(
+            0,
+            Part::Text(agentsessions_api::TextPart {
+                text: "looking".into(),
+            }),
+        );
+        let second = asks_for(&[("m1", "lookup"), ("m2", "lookup"), ("m3", "lookup")]);
+        let ran = ToolResult {
+            output: serde_json::json!({"v": 1}).as_object().cloned(),
+            ..ToolResult::default()
+        };
+        let start = Start {
+            history: vec![
+                at(
+                    "x0",
+                    EventKind::Input,
+                    EventBody::Message(Message::text_message("user", "go")),
+                ),
+                at("x0", EventKind::Output, EventBody::Message(first)),
+                result("x0/tool/0/0", ran.clone()),
+                at("x0", EventKind::Output, EventBody::Message(second.clone())),
+                result("x0/tool/1/0", ran),
+                result("x0/tool/1/1", ToolResult::outcome_unknown("")),
+            ]
+            .into(),
+            ..exec_start()
+        };
+        let sink = RecordingSink::default();
+        chat().run(&start, &sink).await.unwrap();
+        let messages = only_request(&sink).messages;
+        assert_eq!(messages.len(), 5, "{messages:?}");
+        assert_eq!(messages[1], Message::text_message("assistant", "looking"));
+        assert_eq!(messages[2], second);
+        let answers: Vec<(String, bool, String)> = messages[3]
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::ToolResult(r) => (r.id.clone(), r.is_error, r.error.clone()),
+                other => panic!("a tool message holds results, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(messages[3].role, "tool");
+        assert_eq!(
+            answers,
+            [
+                ("m1".to_owned(), false, String::new()),
+                (
+                    "m2".to_owned(),
+                    true,
+                    agentsessions_api::OUTCOME_UNKNOWN.to_owned()
+                ),
+                ("m3".to_owned(), true, NEVER_MADE.to_owned()),
+            ]
+        );
+        assert_eq!(messages[4], Message::text_message("user", "hi"));
     }
 }

@@ -128,7 +128,7 @@ pub(crate) async fn run_calls(
 }
 
 /// What the model reads of a result: its output and error, without the host's receipt fields.
-fn model_facing(result: ToolResult) -> ToolResult {
+pub(crate) fn model_facing(result: ToolResult) -> ToolResult {
     ToolResult {
         output: result.output,
         output_uri: result.output_uri,

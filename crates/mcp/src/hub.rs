@@ -295,6 +295,11 @@ impl McpHub {
 
 #[async_trait::async_trait]
 impl ToolExecutor for McpHub {
+    /// A tool of a configured server, whether or not that server is up right now.
+    fn runs(&self, tool: &str) -> bool {
+        self.resolve(tool).is_some()
+    }
+
     async fn execute(
         &self,
         session_uid: &str,

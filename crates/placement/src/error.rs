@@ -167,8 +167,8 @@ pub enum PlacementError {
     /// The session is pending deletion (extensions §3).
     #[error("session {0:?} is pending deletion; it accepts no further effects")]
     DeletionPending(String),
-    /// A decision this host would record but could not carry out (docs/extensions.md,
-    /// "Unfinished turns"); nothing was journaled.
+    /// A decision this host would record but could not carry out (extensions §9); nothing was
+    /// journaled.
     #[error(
         "session {session:?}: this host cannot carry out a decision on tool call \
          {tool_call_id:?}: {missing}; decide it on a host that can, or cancel the turn \
@@ -414,6 +414,16 @@ mod tests {
                 PlacementError::NothingToCancel {
                     session: s(),
                     detail: String::new(),
+                },
+                C::FailedPrecondition,
+            ),
+            // extensions §9: a decision this host cannot carry out is
+            // refused before anything is journaled.
+            (
+                PlacementError::DecisionNotCarried {
+                    session: s(),
+                    tool_call_id: s(),
+                    missing: s(),
                 },
                 C::FailedPrecondition,
             ),

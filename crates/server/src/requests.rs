@@ -107,7 +107,8 @@ pub(crate) struct ExecOrder {
     pub(crate) session: String,
     /// The per-turn harness override (empty: the session's).
     pub(crate) harness: String,
-    /// The turn: inputs, CAS cursor, config, harness cursor and deadline.
+    /// The turn: inputs, CAS cursor, config, harness cursor, deadline, and whether it abandons
+    /// the session's unfinished turn.
     pub(crate) turn: ExecRequest,
 }
 
@@ -133,6 +134,7 @@ impl TryFrom<pb::ExecRequest> for ExecOrder {
                 config: req.config,
                 resume_from_seq: req.resume_from_seq,
                 deadline: deadline_of(req.deadline_unix),
+                abandon_unfinished: req.abandon_unfinished,
             },
         })
     }

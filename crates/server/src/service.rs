@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use agentsessions_api::{Action, CallerIdentity, ComputeState, IdentityRef, Session};
+use agentsessions_controller::settlement::unfinished_in;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
     ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, RecordFollower, SessionInfo,
@@ -385,8 +386,14 @@ impl Inner {
             let uid = self.create(uid, session, owner).await?;
             self.info(&uid).await?
         } else {
-            self.authorized(call, &[Action::Exec], &order.session)
-                .await?
+            let info = self
+                .authorized(call, &[Action::Exec], &order.session)
+                .await?;
+            // Abandoning the unfinished turn cancels it: that needs cancel too.
+            if order.turn.abandon_unfinished && self.authz.enforcing() {
+                self.also_authorized(call, &[Action::Cancel], &info).await?;
+            }
+            info
         };
         let uid = info.row.uid.clone();
         let tail = self.live_tail(&info).await?;
@@ -394,20 +401,23 @@ impl Inner {
         // turn tells the client which session it was on (semantics §2.2 step 5).
         let first = render_with(&self.placer, info.clone(), &tail);
         feed.send(Update::Session(first)).await;
-        // Inputless Exec on an execution stopped at an approval gate is the recovery path (§5.6).
-        let recovery = order.turn.inputs.is_empty() && {
+        // Inputless Exec on an execution stopped at an approval gate is the recovery path
+        // (semantics §5.6), and so it is on any turn that stopped before its END (extensions
+        // §9), unless it asks to abandon that turn.
+        let recovery = order.turn.inputs.is_empty() && !order.turn.abandon_unfinished && {
             // From the kept state: what was appended since it was kept is read, not the log.
             let state = self
                 .placer
                 .states()
                 .current(self.journal.as_ref(), &uid)
                 .await?;
-            state
-                .view()
+            let view = state.view();
+            let gated = view
                 .approvals()
                 .ok()
                 .and_then(|scan| scan.selected().map(|gate| !gate.completed))
-                .unwrap_or(false)
+                .unwrap_or(false);
+            gated || matches!(unfinished_in(view), Ok(Some(_)))
         };
         let observer = Some(feed.observer());
         let turn = async {

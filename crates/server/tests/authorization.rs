@@ -927,7 +927,8 @@ async fn each_rpc_asks_for_its_actions() {
     }
 
     // Approval: a parked turn, the decision (approve + read), then the Resume that runs the
-    // approved call on (resume + exec).
+    // decided call on (resume + exec). A denial: this host has no tool executor, so an approval
+    // would be refused before anything is journaled (extensions §9).
     let gated = served.owned_session("gated").await;
     recorder.take();
     let parked = client
@@ -944,7 +945,7 @@ async fn each_rpc_asks_for_its_actions() {
             execution_id: parked.execution_id.clone(),
             tool_call_id: parked.tool_call_id.clone(),
             request_seq: parked.request_seq,
-            approved: Some(true),
+            approved: Some(false),
             ..pb::ApproveRequest::default()
         })
         .await
@@ -956,7 +957,7 @@ async fn each_rpc_asks_for_its_actions() {
             (Action::Read, gated.clone(), a.clone(), "Approve".into()),
         ]
     );
-    // Whatever the turn then does (no tool executor is configured), the checks came first.
+    // Whatever the turn then does, the checks came first.
     let _resumed = client
         .resume(pb::ResumeRequest {
             session: gated.clone(),

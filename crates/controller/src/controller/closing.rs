@@ -11,6 +11,7 @@ use agentsessions_journal::LogRecord;
 use super::{Controller, TurnOutcome};
 use crate::error::{ControllerError, Result};
 use crate::sink::{Mode, SinkState};
+use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
 
 /// How a run ended.
 pub(super) enum RunEnd {
@@ -77,7 +78,7 @@ impl Controller {
                             let done = end_event(journal_execution_id, "COMPLETED", None);
                             let appended = self
                                 .journal
-                                .append(&self.session, state.head, self.fence(), done)
+                                .append_one(&self.session, state.head, self.fence(), done)
                                 .await;
                             // The run's queued appends were committed ahead of the END; a
                             // refusal of one of them explains the END's.
@@ -113,9 +114,18 @@ impl Controller {
         unshown: &[LogRecord],
     ) -> Result<Vec<LogRecord>> {
         let head = self.journal.head(&self.session).await?;
+        let events = events
+            .into_iter()
+            .map(|event| self.settings.scrubbed(event))
+            .collect();
         let records = self
             .journal
-            .append_batch(&self.session, head, self.fence(), events)
+            .append_records(AppendRequest::new(
+                &self.session,
+                head,
+                FenceUse::Hold(self.fence()),
+                events,
+            ))
             .await?;
         self.notify(unshown);
         self.notify(&records);
@@ -160,7 +170,7 @@ fn end_event(journal_execution_id: &str, state: &str, error: Option<ErrorInfo>) 
 }
 
 /// A cancelled run's closing records: the session-level CANCEL marker, then END CANCELED.
-fn cancel_events(journal_execution_id: &str, reason: &str) -> Vec<Event> {
+pub(super) fn cancel_events(journal_execution_id: &str, reason: &str) -> Vec<Event> {
     let marker = Event::new(
         EventKind::Lifecycle,
         EventBody::Lifecycle(Lifecycle {

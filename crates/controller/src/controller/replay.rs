@@ -9,6 +9,7 @@ use crate::effects::Recorded;
 use crate::error::{ControllerError, Result};
 use crate::legacy::legacy_execution_id;
 use crate::log::{Execution, ExecutionLog, check_identity, needs_identity_check, shared_history};
+use crate::settlement::is_settlement;
 use crate::sink::{Mode, Sink};
 
 /// What a replay re-ran.
@@ -78,7 +79,15 @@ impl Controller {
             let sink = Sink::new(ctx, 0, recorded, Vec::new());
             let result = self.harness.run(&start, &sink).await;
             let mut state = sink.finish().await;
-            if let Some(stop) = state.stop.take() {
+            // A turn that ended FAILED or CANCELED was cut where its record ends: past that
+            // point (and past the results the host settled it with, extensions §9) the journal
+            // records nothing to compare with, so running on there is no divergence, and
+            // failing the same way again is no failure.
+            let cut_short = execution.ended_unsuccessfully(&records)
+                && state.recorded.rest().iter().all(is_settlement);
+            if let Some(stop) = state.stop.take()
+                && !(cut_short && matches!(stop.error, ControllerError::ReplayDiverged(_)))
+            {
                 return Err(stop.error);
             }
             if state.live_model_calls > 0 {
@@ -87,13 +96,12 @@ impl Controller {
                 });
             }
             if let Err(e) = result
-                && !(execution.ended_unsuccessfully(&records) && state.recorded.exhausted())
+                && !cut_short
             {
-                // Only a turn that ended FAILED or CANCELED live may fail the same way again.
                 return Err(harness_failure(e, state.rejection.take()));
             }
             let subject = format!("execution {}", start.execution_id);
-            if let Some(divergence) = state.recorded.unconsumed(&subject) {
+            if !cut_short && let Some(divergence) = state.recorded.unconsumed(&subject) {
                 return Err(ControllerError::ReplayDiverged(divergence));
             }
             report.executions += 1;

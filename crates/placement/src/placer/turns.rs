@@ -1,5 +1,7 @@
 //! Turns: Exec and Resume (which place the harness and drive the controller), the approval park
-//! hand-off, and the host-only Approve and Cancel (semantics §2.3, §4.3, §5.2 step 4, §5.5).
+//! hand-off, and the host-only Approve and Cancel (semantics §2.3, §4.3, §5.2 step 4, §5.5;
+//! extensions §9: new input never silently abandons a turn, a decision is recorded only where it
+//! can be carried out, and Cancel ends a turn in any state).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,6 +11,8 @@ use agentsessions_api::{
     IdentityContext, Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start,
     StatusCode, Timestamp,
 };
+use agentsessions_controller::approval::DecisionAdmission;
+use agentsessions_controller::settlement::{check_new_input, unfinished_in};
 use agentsessions_controller::{
     Controller, ControllerError, ExecRequest, Observer, ResumeOutcome, TurnOutcome,
 };
@@ -20,6 +24,7 @@ use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::guard::Held;
 use crate::registry::Route;
 use crate::states::SessionState;
+use agentsessions_journal::LogExt as _;
 
 /// How long Cancel waits for the cancelled turn to unwind.
 const CANCEL_UNWIND_WAIT: Duration = Duration::from_secs(5);
@@ -164,7 +169,9 @@ impl Placer {
     ///
     /// # Errors
     /// [`PlacementError::SessionBusy`]; `Journal(SessionNotFound)`; `DeletionPending`;
-    /// `Controller(ApprovalBlocked)`; `Journal(Conflict)` for a stale cursor (before any fence);
+    /// `Controller(ApprovalBlocked)` and `Controller(UnfinishedTurn)` while the last turn has not
+    /// ended and the request does not abandon it (extensions §9);
+    /// `Journal(Conflict)` for a stale cursor (before any fence);
     /// routing and admission refusals (nothing provisioned or journaled); runtime, dial and
     /// instance failures (nothing journaled); the controller's errors. An approval park comes
     /// back as `Controller(Parked)` after the hand-off (SUSPEND recorded).
@@ -173,18 +180,9 @@ impl Placer {
         let held = Arc::new(self.take_guard(uid).await?);
         let info = self.info(uid).await?;
         let state = self.live_state(&info).await?;
-        let scan = state.view().approvals()?;
-        if let Some(gate) = scan.selected()
-            && gate.blocks_new_input()
-        {
-            return Err(ControllerError::ApprovalBlocked {
-                execution_id: gate.execution_id.clone(),
-                tool_call_id: gate.call.id.clone(),
-            }
-            .into());
-        }
         // A stale cursor is refused before a fence is minted: minting would supersede the writer
-        // that moved the head (perhaps on another host) and cost it its turn.
+        // that moved the head (perhaps on another host) and cost it its turn. It goes first: a
+        // caller that lost the race to a turn is told so, not that the turn has not ended.
         let head = state.head();
         if let Some(expected) = call.request.expected_last_seq
             && expected != head
@@ -196,6 +194,9 @@ impl Placer {
             }
             .into());
         }
+        // Refused before any compute is provisioned; an abandoned turn is closed by the
+        // controller in the new turn's opening commit.
+        check_new_input(state.view(), call.request.abandon_unfinished)?;
         self.registry
             .check_route(uid, &info.row.harness, &call.harness)?;
         let name = if call.harness.is_empty() {
@@ -280,7 +281,7 @@ impl Placer {
             .map_err(runtime_err(RuntimeOp::Snapshot, uid))?;
         let record = self
             .journal
-            .append(
+            .append_one(
                 uid,
                 state.head(),
                 incarnation.fence_token,
@@ -382,7 +383,7 @@ impl Placer {
                 let head = self.journal.head(uid).await?;
                 let record = self
                     .journal
-                    .append(
+                    .append_one(
                         uid,
                         head,
                         fence,
@@ -398,15 +399,22 @@ impl Placer {
     }
 
     /// Records an approval decision (semantics §5.5) under the session guard. Never runs the
-    /// harness.
+    /// harness. A new decision is refused up front, journaling nothing, when this host could
+    /// not carry it out: the turn's harness is not served here, or (to approve) no tool
+    /// executor here runs the call's tool (extensions §9).
     ///
     /// # Errors
     /// `SessionBusy`, `Journal(SessionNotFound)`, `DeletionPending`,
-    /// `Controller(InvalidApprovalDecision)`, journal failures.
+    /// `Controller(InvalidApprovalDecision)`, [`PlacementError::DecisionNotCarried`], journal
+    /// failures.
     pub async fn approve(&self, session: &str, decision: &ApprovalDecision) -> Result<LogRecord> {
         let _held = self.take_guard(session).await?;
         let info = self.info(session).await?;
         let state = self.live_state(&info).await?;
+        let scan = state.view().approvals()?;
+        if let DecisionAdmission::Record = scan.admit_decision(decision)? {
+            self.check_carried(session, &info, &state, decision)?;
+        }
         let controller = Controller::new(
             Arc::clone(&self.journal),
             Arc::new(NoHarness),
@@ -419,15 +427,70 @@ impl Placer {
             .await?)
     }
 
-    /// Cancels the running execution of `session` (`execution_id` empty = the one running on
-    /// this host) and waits briefly for it to unwind (LIFECYCLE CANCEL and its END written).
-    /// Returns the cancelled execution id.
+    /// Why this host could not carry out `decision`, a new decision on `session`'s selected
+    /// gate: the turn's recorded harness is not served here, or (to approve) no tool executor
+    /// here runs the call's tool. Checked before anything is journaled, so a decision is never
+    /// recorded where the turn would then be stuck.
+    fn check_carried(
+        &self,
+        session: &str,
+        info: &SessionInfo,
+        state: &SessionState,
+        decision: &ApprovalDecision,
+    ) -> Result<()> {
+        let not_carried = |missing: String| PlacementError::DecisionNotCarried {
+            session: session.to_owned(),
+            tool_call_id: decision.tool_call_id.clone(),
+            missing,
+        };
+        if let Err(
+            PlacementError::RecordedHarnessNotServed { harness, .. }
+            | PlacementError::UnknownHarness { name: harness, .. },
+        ) = self.recorded_route(session, info, state)
+        {
+            return Err(not_carried(format!(
+                "the turn's harness {harness:?} is not served here"
+            )));
+        }
+        if !decision.approved {
+            return Ok(());
+        }
+        let scan = state.view().approvals()?;
+        let tool = scan
+            .gates
+            .iter()
+            .find(|gate| {
+                gate.execution_id == decision.execution_id
+                    && gate.call.id == decision.tool_call_id
+                    && gate.request_seq == decision.request_seq
+            })
+            .map(|gate| gate.call.tool.as_str())
+            .unwrap_or_default();
+        match &self.settings.tools {
+            None => Err(not_carried(format!(
+                "no tool executor is configured here to run tool {tool:?}"
+            ))),
+            Some(tools) if !tools.runs(tool) => Err(not_carried(format!(
+                "no tool executor here runs tool {tool:?} (no configured tool source offers it)"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Cancels `session`'s turn (`execution_id` empty = whichever it is) and returns the
+    /// cancelled execution id. A turn running on this host is stopped, and waited for briefly
+    /// to unwind (LIFECYCLE CANCEL and its END written). Any other unfinished turn — parked at
+    /// an approval, or interrupted — is closed here without running it on: its open tool calls
+    /// are settled (outcome unknown, or not run for an undecided approval), then CANCEL and END
+    /// CANCELED (extensions §9).
     ///
     /// # Errors
-    /// `Journal(SessionNotFound)`; `NothingToCancel` when nothing runs under that id here.
+    /// `Journal(SessionNotFound)`; `SessionBusy` while another operation holds the session;
+    /// `DeletionPending`; `NothingToCancel` when the last turn has ended (or is not
+    /// `execution_id`).
     pub async fn cancel(&self, session: &str, execution_id: &str, reason: &str) -> Result<String> {
-        self.info(session).await?;
-        let execution = if execution_id.is_empty() {
+        let info = self.info(session).await?;
+        let running = if execution_id.is_empty() {
             self.guards.running_execution(session)
         } else {
             Some(execution_id.to_owned())
@@ -437,22 +500,38 @@ impl Placer {
         } else {
             reason
         };
-        let Some(execution) = execution.filter(|id| self.settings.cancellations.cancel(id, reason))
-        else {
-            return Err(PlacementError::NothingToCancel {
-                session: session.to_owned(),
-                detail: if execution_id.is_empty() {
-                    String::new()
-                } else {
-                    format!(" under execution {execution_id:?}")
-                },
-            });
-        };
-        let unwound_by = tokio::time::Instant::now() + CANCEL_UNWIND_WAIT;
-        while self.guards.is_busy(session) && tokio::time::Instant::now() < unwound_by {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(execution) = running.filter(|id| self.settings.cancellations.cancel(id, reason))
+        {
+            let unwound_by = tokio::time::Instant::now() + CANCEL_UNWIND_WAIT;
+            while self.guards.is_busy(session) && tokio::time::Instant::now() < unwound_by {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            return Ok(execution);
         }
-        Ok(execution)
+        let nothing = || PlacementError::NothingToCancel {
+            session: session.to_owned(),
+            detail: if execution_id.is_empty() {
+                String::new()
+            } else {
+                format!(" under execution {execution_id:?}")
+            },
+        };
+        let _held = self.take_guard(session).await?;
+        let state = self.live_state(&info).await?;
+        let asked = |id: &str| execution_id.is_empty() || execution_id == id;
+        match unfinished_in(state.view())? {
+            Some(left) if asked(&left.execution.id) => {}
+            _ => return Err(nothing()),
+        }
+        let controller = Controller::new(
+            Arc::clone(&self.journal),
+            Arc::new(NoHarness),
+            Arc::clone(&self.model),
+            session,
+        )
+        .with_settings(self.settings.clone());
+        let closed = controller.close_unfinished(reason, state.view()).await?;
+        closed.map(|turn| turn.execution_id).ok_or_else(nothing)
     }
 
     /// Whether resuming `session` would run its turn on: a decided approval whose turn has not

@@ -26,21 +26,29 @@ pub(crate) async fn decide(
     approved: bool,
 ) -> Result<(), CliError> {
     let uid = args.session;
+    // An ApproveRequest names the request whole (execution, tool call, request seq); what the
+    // command line leaves out comes from the session's pending approval, for approve and deny
+    // alike.
     let (execution_id, tool_call_id, request_seq) =
         match (args.execution, args.tool_call, args.request_seq) {
             (Some(e), Some(t), Some(r)) => (e, t, r),
-            (None, None, None) => {
+            (execution, tool_call, request_seq) => {
                 let session = client.get(&uid).await?;
                 let Some(p) = session.pending_approval else {
                     return Err(CliError::NoPendingApproval { session: uid });
                 };
+                let named = execution.is_none_or(|e| e == p.execution_id)
+                    && tool_call.is_none_or(|t| t == p.tool_call_id)
+                    && request_seq.is_none_or(|r| r == p.request_seq);
+                if !named {
+                    return Err(CliError::Usage(format!(
+                        "session {uid} waits on tool call {:?} (request seq {}, execution {}); \
+                         to decide another request, give all of --execution, --tool-call and \
+                         --request-seq",
+                        p.tool_call_id, p.request_seq, p.execution_id
+                    )));
+                }
                 (p.execution_id, p.tool_call_id, p.request_seq)
-            }
-            _ => {
-                return Err(CliError::Usage(
-                    "--execution, --tool-call and --request-seq go together: give all or none"
-                        .into(),
-                ));
             }
         };
     let identity = (!args.actor.is_empty()

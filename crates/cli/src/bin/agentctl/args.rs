@@ -18,8 +18,9 @@ Exit codes:
   3  not found: no such session (or harness)
   4  refused: authentication or permission denied
   5  unavailable: the server cannot be reached or does not serve this API
-  6  conflict: the session moved on, already exists, has no pending approval to decide, or
-     the import is already there
+  6  conflict: the session moved on, already exists, has no pending approval to decide, the
+     import is already there, or its last turn has not ended (resume, decide, cancel or
+     --abandon it; stderr says which) or cannot be decided on this host
   7  parked: the turn (exec, resume, approve, deny) waits for an approval decision; stderr
      names the request
   130  interrupted (Ctrl-C) while exec or watch followed a session; stderr shows the
@@ -117,7 +118,8 @@ pub(crate) enum Command {
         agentctl exec what did I say          # the words are one message\n  \
         agentctl exec --session sess-1 \"and then?\"\n  \
         git diff | agentctl exec -             # the message from stdin\n  \
-        agentctl exec --input first --input second   # two messages")]
+        agentctl exec --input first --input second   # two messages\n  \
+        agentctl exec --session sess-1 --abandon \"start over\"   # close its unfinished turn")]
     Exec {
         /// Input text: the words are joined into one user message; `-` reads it from stdin.
         text: Vec<String>,
@@ -133,6 +135,11 @@ pub(crate) enum Command {
         /// Commit only if the session's last seq is this (optimistic concurrency).
         #[arg(long)]
         expected_last_seq: Option<i64>,
+        /// When the session's last turn has not ended (interrupted, or waiting for an
+        /// approval), close it first instead of being refused: its open tool calls are
+        /// recorded as "outcome unknown, not retried" (or "not run") and it ends CANCELED.
+        #[arg(long)]
+        abandon: bool,
     },
     /// Print a session's stored records.
     #[command(after_long_help = "Examples:\n  \
@@ -216,14 +223,15 @@ pub(crate) enum Command {
     #[command(after_long_help = "Examples:\n  \
         agentctl deny --session sess-1 --reason \"not on production\"")]
     Deny(Decide),
-    /// Stop the running turn of a session.
+    /// Stop a session's turn: one running, one waiting for an approval, or one interrupted
+    /// (its open tool calls are recorded as outcome unknown, or not run, and it ends CANCELED).
     #[command(after_long_help = "Examples:\n  \
         agentctl cancel --session sess-1 --reason \"taking too long\"")]
     Cancel {
         /// Session uid.
         #[arg(long)]
         session: String,
-        /// The execution to stop (default: whichever runs).
+        /// The execution to stop (default: the session's unfinished one).
         #[arg(long, default_value = "")]
         execution: String,
         /// Why (recorded on the cancel record).
@@ -389,7 +397,8 @@ pub(crate) struct Decide {
     /// Session uid.
     #[arg(long)]
     pub(crate) session: String,
-    /// Execution of the request (with --tool-call and --request-seq; default: the pending one).
+    /// Execution of the request (default: the pending approval's, as for --tool-call and
+    /// --request-seq; name all three to decide another request).
     #[arg(long)]
     pub(crate) execution: Option<String>,
     /// Tool call of the request.

@@ -94,6 +94,7 @@ async fn command(
             session,
             harness,
             expected_last_seq,
+            abandon,
         } => {
             let options = ExecOptions {
                 session,
@@ -101,6 +102,7 @@ async fn command(
                 harness,
                 expected_last_seq,
                 deadline_unix: 0,
+                abandon_unfinished: abandon,
             };
             sessions::exec(client, out, options, &reattach).await
         }
