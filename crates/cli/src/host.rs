@@ -9,11 +9,12 @@ use std::sync::Arc;
 use agentsessions_api::RuntimeCapabilities;
 use agentsessions_harnesses::{ChatHarness, EchoHarness};
 use agentsessions_harnesswire::RemoteHarness;
-use agentsessions_journal::{Journal, SqliteJournal, SqliteOptions};
+use agentsessions_journal::Journal;
 use agentsessions_mcp::{McpHub, McpHubOptions, ToolLedger};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
 use agentsessions_server::harnesses::check_harness_address;
 use agentsessions_server::{ServerBuilder, SessionsService};
+use agentsessions_sqlite::{SqliteJournal, SqliteOptions};
 
 use crate::config::{HostConfig, HostError, mcp_ledger_path, redact};
 use crate::identity::DelegatedIdentity;

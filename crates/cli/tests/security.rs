@@ -368,7 +368,7 @@ subject = \"alice\"
     );
     // The daemon's reclaimer marked it reclaimed in the journal (read here as a second process).
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let journal = agentsessions_journal::SqliteJournal::open(d.join("j.db")).unwrap();
+    let journal = agentsessions_sqlite::SqliteJournal::open(d.join("j.db")).unwrap();
     let reclaimed = runtime.block_on(async {
         for _ in 0..300 {
             let info = agentsessions_journal::Catalog::session_info(&journal, &uid)

@@ -197,7 +197,7 @@ fn chat_and_directive_sessions_record_their_model() {
 #[test]
 fn the_daemon_settles_finished_sessions_stored_live() {
     use agentsessions_api::ComputeState;
-    use agentsessions_journal::SqliteJournal;
+    use agentsessions_sqlite::SqliteJournal;
 
     let dir = tempfile::tempdir().unwrap();
     let mut uids = Vec::new();

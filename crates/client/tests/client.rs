@@ -10,9 +10,9 @@ use agentsessions_api::{Action, CallerIdentity, OwnerAllowlistAuthorizer, Runtim
 use agentsessions_auth::{Authenticator, JwtVerifier};
 use agentsessions_client::{Client, ExecEvent, ExecOptions, ForkOptions, uid_of, verify};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::SqliteJournal;
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServeOptions, ServerBuilder, serve_tcp, serve_tcp_with};
+use agentsessions_sqlite::SqliteJournal;
 use agentsessions_wire::pb;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,

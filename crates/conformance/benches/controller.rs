@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use agentsessions_controller::{Controller, ExecRequest};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::{Journal, MemoryJournal, SqliteJournal};
+use agentsessions_journal::{Journal, MemoryJournal};
 use agentsessions_model::EchoModel;
+use agentsessions_sqlite::SqliteJournal;
 
 const TURNS_PER_SESSION: usize = 5;
 

@@ -12,7 +12,8 @@ use agentsessions_api::{
     ModelRequest, Resumability, Start, StatusCode, ToolCall, ToolResult, Usage,
 };
 use agentsessions_controller::{Observer, ToolExecutor};
-use agentsessions_journal::{Journal, LogRecord, SqliteJournal, verify_records};
+use agentsessions_journal::{Journal, LogRecord, verify_records};
+use agentsessions_sqlite::SqliteJournal;
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -3,7 +3,7 @@
 //! resumes after `Last-Event-ID`; it ends after the delete record; a caller who may not read
 //! the session gets a plain 404 and no stream. Served on 127.0.0.1 over the in-memory journal
 //! (everything on the test's runtime), wrapped to count the reads the console causes
-//! (`agentsessions_journal::testing::Instrumented`).
+//! (`agentsessions_testkit::Instrumented`).
 #![allow(
     clippy::tests_outside_test_module,
     clippy::unwrap_used,
@@ -20,10 +20,10 @@ use agentsessions_api::{
 use agentsessions_auth::{Authenticated, Authenticator, JwtVerifier};
 use agentsessions_console::{CSRF_HEADER, Console, router};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::testing::Instrumented;
 use agentsessions_journal::{Journal, MemoryJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, SessionsService};
+use agentsessions_testkit::Instrumented;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::Sessions as _;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};

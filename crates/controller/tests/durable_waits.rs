@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use agentsessions_api::Delta;
 use agentsessions_controller::{ExecRequest, Observer};
-use agentsessions_journal::testing::Instrumented;
-use agentsessions_journal::{
-    Durability, Journal, LogRecord, MemoryJournal, SqliteJournal, SqliteOptions,
-};
+use agentsessions_journal::{Journal, LogRecord, MemoryJournal};
+use agentsessions_sqlite::{Durability, SqliteJournal, SqliteOptions};
+use agentsessions_testkit::Instrumented;
 use support::*;
 
 /// A journal whose deferred records wait (nearly) forever for a durable append to share a sync,

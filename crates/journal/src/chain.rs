@@ -318,8 +318,17 @@ fn content_of_raw(row: &RawRecord) -> ContentCheck {
 
 #[cfg(test)]
 mod tests {
+    use agentsessions_api::{EventBody, EventKind, Message};
+
     use super::*;
-    use crate::testing::input;
+
+    fn input(text: &str) -> Event {
+        Event::new(
+            EventKind::Input,
+            EventBody::Message(Message::text_message("user", text)),
+        )
+        .with_execution("exec-1")
+    }
 
     fn chain(n: i64) -> Vec<LogRecord> {
         let mut prev = String::new();

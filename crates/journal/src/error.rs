@@ -75,7 +75,10 @@ pub enum JournalError {
     /// No registration under that name.
     #[error("harness {0} not found")]
     HarnessNotFound(String),
-    /// The storage engine failed.
+    /// The SQLite storage engine failed (`agentsessions-sqlite`; Postgres maps its failures onto
+    /// `CommitFailed` and `Io`). The variant, and the `From` that lets the SQLite backend's `?`
+    /// reach it, can only live here (the orphan rule), which is why this crate still depends on
+    /// rusqlite.
     #[error("storage error: {0}")]
     Storage(#[from] rusqlite::Error),
     /// Filesystem error opening the journal.
@@ -147,16 +150,20 @@ impl JournalError {
 }
 
 /// Whether a storage error is lock contention (another connection holds the database), which
-/// settles on its own.
-pub(crate) fn is_contention(e: &rusqlite::Error) -> bool {
+/// settles on its own. Public for the SQLite backend (`agentsessions-sqlite`), which retries
+/// its opening steps on contention.
+pub fn is_contention(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _)
         if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// Whether a storage error clears without a restart: contention, or a full disk (`SQLITE_FULL`,
 /// which SQLite reports for `ENOSPC` and for its page-count limit) once space is freed. Nothing
-/// of the failed transaction was written, so the journal stays usable.
-pub(crate) fn is_transient(e: &rusqlite::Error) -> bool {
+/// of the failed transaction was written, so the journal stays usable. The rule
+/// [`JournalError::is_retryable`] applies to [`JournalError::Storage`]; public so the SQLite
+/// backend (`agentsessions-sqlite`) marks a failed batch's [`JournalError::CommitFailed`] the
+/// same way.
+pub fn is_transient(e: &rusqlite::Error) -> bool {
     is_contention(e)
         || matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
 }

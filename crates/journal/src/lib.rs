@@ -16,7 +16,6 @@
 //!   ancestors' rows.
 //! - [`extension`]: [`extend`], the one append rule every backend runs before it stores.
 //! - [`memory`]: [`MemoryJournal`], the reference semantics.
-//! - [`sqlite`]: [`SqliteJournal`], the default durable backend with group commit.
 //! - [`approvals`]: the pending-approvals projection every backend keeps in its append commit.
 //! - [`usage`]: token usage summed per session, kept the same way.
 //! - [`follow`], [`record_follower`]: following a session's commits as they happen
@@ -27,8 +26,11 @@
 //!   the id formats and checks every backend shares.
 //! - [`columns`], [`stored`]: the durable backends' column encodings and rows as stored.
 //! - [`writer_queue`]: how callers hand commands to a backend's writer and wait for its ack.
-//! - `conformance`, `testing` (feature `test-util`): the behavioral suite every backend runs,
-//!   and the fixtures backend tests share.
+//!
+//! The durable backends are crates of their own that build on what this one shares:
+//! `agentsessions-sqlite` (the default, one file) and `agentsessions-postgres` (one database
+//! shared by many hosts). The behavioral suite every backend runs, and the fixtures backend tests
+//! share, are in `agentsessions-testkit`.
 #![warn(missing_docs)]
 
 pub mod append;
@@ -36,8 +38,6 @@ pub mod approvals;
 pub mod audit;
 pub mod chain;
 pub mod columns;
-#[cfg(any(test, feature = "test-util"))]
-pub mod conformance;
 pub mod error;
 pub mod export;
 pub mod extension;
@@ -51,10 +51,7 @@ pub mod record;
 pub mod record_follower;
 pub mod rows;
 pub mod rules;
-pub mod sqlite;
 pub mod stored;
-#[cfg(any(test, feature = "test-util"))]
-pub mod testing;
 pub mod usage;
 pub mod writer_queue;
 
@@ -73,5 +70,4 @@ pub use record_follower::RecordFollower;
 pub use rows::{
     HarnessRow, HarnessState, ListQuery, RegisterOutcome, SessionInfo, SessionPage, SessionRow,
 };
-pub use sqlite::{Durability, SqliteJournal, SqliteOptions};
 pub use usage::UsageTotals;

@@ -610,15 +610,3 @@ impl Catalog for MemoryJournal {
         Ok(self.lock().reserved.contains(name))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use crate::Journal;
-
-    crate::journal_conformance!((
-        Arc::new(super::MemoryJournal::new()) as Arc<dyn Journal>,
-        ()
-    ));
-}

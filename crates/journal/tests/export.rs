@@ -2,7 +2,8 @@
 //! hashing-and-conformance (e)): every file imports with the record count of the spec's table,
 //! exports back byte for byte in the format it was detected in, and re-verifies hash by hash with
 //! the canonical content hash. Plus the errors: malformed input names where, and a legacy format
-//! refuses records it cannot hold.
+//! refuses records it cannot hold. Loading the fixtures into a SQLite file is tested beside that
+//! backend (`crates/sqlite/tests/reference_json.rs`).
 #![allow(clippy::tests_outside_test_module)]
 
 use std::path::PathBuf;
@@ -332,38 +333,6 @@ fn tolerant_decoding_and_empty_journals() {
     let empty = import_reference_json("[]\n").unwrap();
     assert!(empty.records.is_empty());
     assert!(import_reference_json("null").unwrap().records.is_empty());
-}
-
-// hashing-and-conformance (e): each fixture loads into a fresh SQLite session with every hash
-// reproduced by our writer, survives a reopen, verifies from storage, and exports byte for byte.
-#[tokio::test]
-async fn fixtures_load_into_sqlite_reopen_verify_and_export_identically() {
-    use agentsessions_journal::export::load_records;
-    use agentsessions_journal::{SqliteJournal, verify_raw};
-
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fixtures.db");
-    for (name, count, _) in FIXTURES {
-        let imported = import(name);
-        {
-            let journal = SqliteJournal::open(&path).unwrap();
-            load_records(&journal, name, &imported.records)
-                .await
-                .unwrap();
-        }
-        let journal = SqliteJournal::open(&path).unwrap();
-        let stored = journal.read(name, 1, 0).await.unwrap();
-        assert_eq!(stored, imported.records, "{name}");
-        assert_eq!(
-            verify_raw(&journal.read_raw(name).await.unwrap())
-                .unwrap()
-                .records,
-            count,
-            "{name}"
-        );
-        let text = export_reference_json(&stored, imported.format).unwrap();
-        assert_eq!(text, fixture(name), "{name} did not export byte for byte");
-    }
 }
 
 #[tokio::test]

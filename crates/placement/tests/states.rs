@@ -192,7 +192,7 @@ async fn eviction_under_a_tiny_byte_budget_stays_exact() {
 async fn a_fork_childs_marker_rides_the_sync_of_its_row() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite =
-        Arc::new(agentsessions_journal::SqliteJournal::open(dir.path().join("j.db")).unwrap());
+        Arc::new(agentsessions_sqlite::SqliteJournal::open(dir.path().join("j.db")).unwrap());
     let journal: Arc<dyn agentsessions_journal::Journal> = sqlite.clone();
     let runtime = Arc::new(InMemoryTestRuntime::new(false, false));
     let host = placer(Arc::clone(&journal), &runtime);

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentsessions_journal::LogExt as _;
-use agentsessions_journal::testing::{percentile, turn_event};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions};
+use agentsessions_testkit::fixtures::{percentile, turn_event};
 
 const SESSIONS: usize = 64;
 

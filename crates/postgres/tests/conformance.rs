@@ -4,4 +4,4 @@
 
 mod common;
 
-agentsessions_journal::journal_conformance!(common::fresh().await);
+agentsessions_testkit::journal_conformance!(common::fresh().await);

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentsessions_journal::Log as _;
-use agentsessions_journal::testing::turn_event;
 use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
 use agentsessions_journal::{JournalError, LogRecord, verify_records};
 use agentsessions_postgres::PostgresJournal;
+use agentsessions_testkit::fixtures::turn_event;
 use common::{TestSchema, admin, url};
 
 /// Size of the file system holding the tablespace.

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use agentsessions_journal::Log as _;
 use agentsessions_journal::LogExt as _;
-use agentsessions_journal::testing::input;
 use agentsessions_journal::{Journal, LogRecord, RecordFollower};
+use agentsessions_testkit::fixtures::input;
 use common::{TestSchema, admin, count};
 
 const PATIENCE: Duration = Duration::from_secs(20);

@@ -5,10 +5,10 @@
 mod common;
 
 use agentsessions_journal::LogExt as _;
-use agentsessions_journal::testing::{fill, fork_marker};
 use agentsessions_journal::{Catalog as _, Log as _};
 use agentsessions_journal::{JournalError, verify_records};
 use agentsessions_postgres::SCHEMA_VERSION;
+use agentsessions_testkit::fixtures::{fill, fork_marker};
 use common::{TestSchema, admin, count};
 
 // A schema stamped 1 (before forks shared prefixes) gets the link table and stamp 2 in one

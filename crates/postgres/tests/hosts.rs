@@ -9,11 +9,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use agentsessions_api::Timestamp;
-use agentsessions_journal::testing::input;
 use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
 use agentsessions_journal::{Catalog as _, Log as _};
 use agentsessions_journal::{JournalError, ListQuery, SessionRow, verify_records};
 use agentsessions_postgres::{PostgresJournal, PostgresOptions, SCHEMA_VERSION};
+use agentsessions_testkit::fixtures::input;
 use common::{TestSchema, admin, count};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

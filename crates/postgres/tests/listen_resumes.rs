@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use agentsessions_journal::LogExt as _;
-use agentsessions_journal::testing::input;
 use agentsessions_journal::{HeadFollow, Journal, LogRecord, RecordFollower};
+use agentsessions_testkit::fixtures::input;
 use common::{TestSchema, admin};
 
 /// Bound on every wait: the listener retries after 100 ms at first, and the follower needs one

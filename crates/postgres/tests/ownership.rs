@@ -9,10 +9,10 @@ use agentsessions_api::{
     CallerIdentity, DeletionState, Event, EventBody, EventKind, Lifecycle, LifecycleKind,
 };
 use agentsessions_journal::LogExt as _;
-use agentsessions_journal::testing::input;
 use agentsessions_journal::{Catalog as _, Log as _};
 use agentsessions_journal::{ListQuery, SessionRow};
 use agentsessions_postgres::SCHEMA_VERSION;
+use agentsessions_testkit::fixtures::input;
 use common::{TestSchema, admin};
 
 fn alice() -> CallerIdentity {

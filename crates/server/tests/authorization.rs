@@ -18,10 +18,11 @@ use agentsessions_api::{
 };
 use agentsessions_auth::{Authenticator, BearerToken, JwtVerifier};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::{Journal, ListQuery, SessionRow, SqliteJournal};
+use agentsessions_journal::{Journal, ListQuery, SessionRow};
 use agentsessions_model::EchoModel;
 use agentsessions_placement::DescriptorSource;
 use agentsessions_server::{RegistryService, ServerBuilder, SessionsService};
+use agentsessions_sqlite::SqliteJournal;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::harness_registry_client::HarnessRegistryClient;
 use agentsessions_wire::pb::sessions_client::SessionsClient;

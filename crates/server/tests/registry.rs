@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use agentsessions_api::{Message, RuntimeCapabilities};
 use agentsessions_harnesses::EchoHarness;
-use agentsessions_journal::{Journal, SqliteJournal};
+use agentsessions_journal::Journal;
 use agentsessions_model::EchoModel;
 use agentsessions_server::{RegistryService, ServerBuilder, SessionsService};
+use agentsessions_sqlite::SqliteJournal;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::harness_registry_client::HarnessRegistryClient;
 use agentsessions_wire::pb::harness_spec::Placement;

@@ -9,10 +9,11 @@ use agentsessions_api::{
     Message, RuntimeCapabilities, Usage,
 };
 use agentsessions_harnesses::EchoHarness;
+use agentsessions_journal::Journal;
 use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _};
-use agentsessions_journal::{Journal, SqliteJournal};
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, serve_tcp};
+use agentsessions_sqlite::SqliteJournal;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_client::SessionsClient;
 use tokio::net::TcpListener;

@@ -13,9 +13,10 @@ use agentsessions_api::{
     SnapshotRef, Start, StatusCode,
 };
 use agentsessions_controller::IdSource;
-use agentsessions_journal::{Journal, MemoryJournal, SessionRow, SqliteJournal};
+use agentsessions_journal::{Journal, MemoryJournal, SessionRow};
 use agentsessions_model::EchoModel;
 use agentsessions_placement::{Backend, DescriptorSource, Placer, Registry};
+use agentsessions_sqlite::SqliteJournal;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
