@@ -224,6 +224,12 @@ pub const OUTCOME_UNKNOWN: &str = "outcome unknown, not retried: the turn was cl
 pub const NOT_RUN: &str = "not run: the turn was closed before this call's approval was decided";
 
 impl ToolResult {
+    /// Whether this is a gated call's receipt: it names the approval request or decision seq it
+    /// answers.
+    pub fn carries_approval_seqs(&self) -> bool {
+        self.approval_request_seq != 0 || self.approval_decision_seq != 0
+    }
+
     /// The result that settles call `id` of a turn closed while the call was open: an error
     /// whose text is [`OUTCOME_UNKNOWN`], code [`ToolResultCode::ExecutorError`].
     pub fn outcome_unknown(id: impl Into<String>) -> Self {

@@ -11,7 +11,6 @@ use agentsessions_api::{
 use agentsessions_journal::LogRecord;
 
 use crate::error::{ControllerError, Result};
-use crate::log::Execution;
 
 /// The sentence a denial receipt carries.
 pub const DENIAL_MESSAGE: &str = "Tool execution denied by approval decision.";
@@ -228,18 +227,6 @@ pub enum DecisionAdmission<'a> {
     Record,
 }
 
-/// Whether `execution` went through an approval: a gated call, approval records or a receipt.
-pub fn bears_approval(execution: &Execution, records: &[LogRecord]) -> bool {
-    execution.effects.iter().any(|&i| {
-        records.get(i).is_some_and(|r| match &r.event.body {
-            Some(EventBody::Approval(_) | EventBody::ApprovalResult(_)) => true,
-            Some(EventBody::ToolCall(call)) => call.mediation == Mediation::RequiresApproval,
-            Some(EventBody::Result(result)) => carries_approval_seqs(result),
-            _ => false,
-        })
-    })
-}
-
 fn tool_result(record: &LogRecord) -> Option<&ToolResult> {
     match &record.event.body {
         Some(EventBody::Result(result)) => Some(result),
@@ -254,17 +241,13 @@ fn tool_call(record: &LogRecord) -> Option<&ToolCall> {
     }
 }
 
-fn carries_approval_seqs(result: &ToolResult) -> bool {
-    result.approval_request_seq != 0 || result.approval_decision_seq != 0
-}
-
 fn is_gated(events: &[&LogRecord]) -> bool {
     events.iter().any(|r| match r.event.kind {
         EventKind::ApprovalRequest | EventKind::ApprovalResult => true,
         EventKind::ToolCall => {
             tool_call(r).is_some_and(|c| c.mediation == Mediation::RequiresApproval)
         }
-        EventKind::ToolResult => tool_result(r).is_some_and(carries_approval_seqs),
+        EventKind::ToolResult => tool_result(r).is_some_and(ToolResult::carries_approval_seqs),
         _ => false,
     })
 }
@@ -405,7 +388,7 @@ fn scan_execution(
                         gate.receipt = Some((*record).clone());
                         open = None;
                     }
-                    None if carries_approval_seqs(result) => {
+                    None if result.carries_approval_seqs() => {
                         return Err(invalid(id, seq, "receipt fields outside an open gate"));
                     }
                     None => {}
@@ -425,6 +408,7 @@ mod tests {
     use agentsessions_api::{ApprovalRequest, Event, HarnessEnd, Lifecycle};
 
     use super::*;
+    use crate::log::{Execution, bears_approval};
 
     fn rec(seq: i64, id: &str, kind: EventKind, body: EventBody) -> LogRecord {
         LogRecord {

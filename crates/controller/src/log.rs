@@ -10,11 +10,11 @@
 use std::collections::HashMap;
 
 use agentsessions_api::{
-    Descriptor, EventBody, EventKind, ExecutionStart, History, LifecycleKind, Message, Resumability,
+    Descriptor, EventBody, EventKind, ExecutionStart, History, LifecycleKind, Mediation, Message,
+    Resumability,
 };
 use agentsessions_journal::LogRecord;
 
-use crate::approval::bears_approval;
 use crate::error::{ControllerError, Result};
 
 /// One execution as the journal records it.
@@ -533,6 +533,18 @@ pub fn legacy_tail(records: &[LogRecord], legacy_end: usize) -> Option<Execution
         }
     }
     Some(execution)
+}
+
+/// Whether `execution` went through an approval: a gated call, approval records or a receipt.
+pub fn bears_approval(execution: &Execution, records: &[LogRecord]) -> bool {
+    execution.effects.iter().any(|&i| {
+        records.get(i).is_some_and(|r| match &r.event.body {
+            Some(EventBody::Approval(_) | EventBody::ApprovalResult(_)) => true,
+            Some(EventBody::ToolCall(call)) => call.mediation == Mediation::RequiresApproval,
+            Some(EventBody::Result(result)) => result.carries_approval_seqs(),
+            _ => false,
+        })
+    })
 }
 
 #[cfg(test)]

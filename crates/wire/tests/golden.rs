@@ -1000,12 +1000,30 @@ fn walk(
     }
 }
 
-/// Event bodies that only travel on Harness.Connect (extensions.md): never journaled, so no
-/// canonical writer writes them.
-const CONNECT_ONLY: [(&str, &str); 1] = [(".agentsessions.v1.Event", "mint_request")];
+/// Fields no canonical writer writes (extensions §1): event bodies that only travel on
+/// Harness.Connect (never journaled), and the redaction list, stored with an event but outside
+/// its hash.
+const NOT_HASHED: [(&str, &str); 2] = [
+    (".agentsessions.v1.Event", "mint_request"),
+    (".agentsessions.v1.Event", "redacted"),
+];
 
-fn connect_only(type_name: &str, field: &str) -> bool {
-    CONNECT_ONLY.contains(&(type_name, field))
+fn not_hashed(type_name: &str, field: &str) -> bool {
+    NOT_HASHED.contains(&(type_name, field))
+}
+
+#[test]
+fn the_redaction_list_is_not_part_of_the_canonical_event() {
+    let mut redacted = event(
+        pb::EventKind::EventOutput,
+        Body::Message(pb::Message {
+            role: "assistant".into(),
+            parts: Vec::new(),
+        }),
+    );
+    let plain = canonical_event(&redacted).unwrap();
+    redacted.redacted = vec!["MODEL_API_KEY".into()];
+    assert_eq!(canonical_event(&redacted).unwrap(), plain);
 }
 
 #[test]
@@ -1066,7 +1084,7 @@ fn writers_cover_every_descriptor_field() {
                 all[&t]
                     .field
                     .iter()
-                    .filter(|f| !connect_only(&t, f.name()))
+                    .filter(|f| !not_hashed(&t, f.name()))
                     .filter_map(|f| message_type(f, &all))
                     .map(str::to_owned),
             );
@@ -1077,7 +1095,7 @@ fn writers_cover_every_descriptor_field() {
         let fields: BTreeSet<String> = all[t]
             .field
             .iter()
-            .filter(|f| !connect_only(t, f.name()))
+            .filter(|f| !not_hashed(t, f.name()))
             .map(|f| f.name().to_owned())
             .collect();
         assert_eq!(keys, &fields, "{t}: some fields are never written");

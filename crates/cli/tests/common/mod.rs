@@ -116,11 +116,21 @@ impl Daemon {
 
     /// Waits until each MCP server in `servers` is up ([`mcp_up`]) on this plaintext daemon.
     pub(crate) fn wait_for_mcp(&self, servers: &[&str]) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(mcp_up(format!("http://{}", self.addr), None, servers));
+        // On a thread of its own: a caller may itself run inside a tokio runtime, where
+        // blocking on another one would panic.
+        let uri = format!("http://{}", self.addr);
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(mcp_up(uri, None, servers));
+                })
+                .join()
+                .unwrap();
+        });
     }
 
     /// `agentctl --server <addr> args`.

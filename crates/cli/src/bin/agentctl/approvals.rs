@@ -8,9 +8,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::args::Decide;
-use crate::error::CliError;
+use crate::error::{CliError, parked};
 use crate::out::Out;
-use crate::sessions::parked;
 
 /// `approve --json` / `deny --json`.
 #[derive(Serialize)]

@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use agentsessions_cli::config::HostError;
-use agentsessions_client::ClientError;
+use agentsessions_client::{ClientError, uid_of};
+use agentsessions_wire::pb;
 
 /// Why a command failed. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -382,6 +383,22 @@ impl From<CliError> for ExitCode {
         };
         Self::from(code)
     }
+}
+
+/// [`CliError::Parked`] when `session` waits for an approval decision: a turn that parked is
+/// not a turn that completed, and a script tells them apart by the exit code.
+pub(crate) fn parked(session: Option<&pb::Session>) -> Result<(), CliError> {
+    let Some((session, pending)) =
+        session.and_then(|s| s.pending_approval.as_ref().map(|p| (s, p)))
+    else {
+        return Ok(());
+    };
+    Err(CliError::Parked {
+        session: uid_of(session).to_owned(),
+        execution: pending.execution_id.clone(),
+        tool_call: pending.tool_call_id.clone(),
+        request_seq: pending.request_seq,
+    })
 }
 
 #[cfg(test)]

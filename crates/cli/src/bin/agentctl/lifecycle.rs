@@ -4,9 +4,8 @@ use agentsessions_cli::output::{compute_name, session_json};
 use agentsessions_client::{Client, uid_of};
 use agentsessions_wire::pb;
 
-use crate::error::CliError;
+use crate::error::{CliError, parked};
 use crate::out::Out;
-use crate::sessions::parked;
 
 /// `session <uid> <op> compute=… last_seq=…`: the text after a state change.
 pub(crate) fn transition(session: &pb::Session, op: &str) -> String {

@@ -6,12 +6,11 @@ use agentsessions_cli::output::{
     record_json, record_line, session_details, session_json, session_line,
 };
 use agentsessions_client::{Client, ExecEvent, ExecOptions, SessionFilter, exec_state, uid_of};
-use agentsessions_wire::pb;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::args::ListFilter;
-use crate::error::CliError;
+use crate::error::{CliError, parked};
 use crate::lifecycle::transition;
 use crate::out::Out;
 use crate::watch::{Reattach, detached};
@@ -50,22 +49,6 @@ pub(crate) async fn list(
         }
     }
     Ok(())
-}
-
-/// [`CliError::Parked`] when `session` waits for an approval decision: a turn that parked is
-/// not a turn that completed, and a script tells them apart by the exit code.
-pub(crate) fn parked(session: Option<&pb::Session>) -> Result<(), CliError> {
-    let Some((session, pending)) =
-        session.and_then(|s| s.pending_approval.as_ref().map(|p| (s, p)))
-    else {
-        return Ok(());
-    };
-    Err(CliError::Parked {
-        session: uid_of(session).to_owned(),
-        execution: pending.execution_id.clone(),
-        tool_call: pending.tool_call_id.clone(),
-        request_seq: pending.request_seq,
-    })
 }
 
 pub(crate) async fn get(client: &mut Client, out: &mut Out, uid: &str) -> Result<(), CliError> {
