@@ -404,35 +404,42 @@ fn a_refused_configuration_creates_no_journal() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = taken.local_addr().unwrap().to_string();
     let journal = "journal = \"agents.db\"\n";
-    let cases: Vec<(&str, String, Vec<String>)> = vec![
-        ("bad TOML", format!("{journal}this is not toml\n"), vec![]),
+    // The exit status says why (README, "Exit codes of agentsessionsd"): 2 a refused
+    // configuration, 3 a journal that cannot be opened, 4 an address that cannot be bound.
+    let cases: Vec<(&str, String, Vec<String>, i32)> = vec![
+        ("bad TOML", format!("{journal}this is not toml\n"), vec![], 2),
         (
             "unknown provider",
             format!("{journal}model = \"m\"\nmodel_provider = \"nope\"\n"),
             vec![],
+            2,
         ),
         (
             "malformed harness entry",
             format!("{journal}model = \"m\"\nharness = [\"noequals\"]\n"),
             vec![],
+            2,
         ),
         (
             "invalid MCP server name",
             format!("{journal}[[mcp_servers]]\nname = \"Not Valid\"\ncommand = \"sleep\"\n"),
             vec![],
+            2,
         ),
         (
             "Sessions port in use",
             journal.to_owned(),
             vec!["--addr".into(), taken.clone()],
+            4,
         ),
         (
             "HTTP port in use",
             journal.to_owned(),
             vec!["--http-addr".into(), taken],
+            4,
         ),
     ];
-    for (case, text, args) in cases {
+    for (case, text, args, code) in cases {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let config = d.join("agentsessionsd.toml");
@@ -441,7 +448,7 @@ fn a_refused_configuration_creates_no_journal() {
         let mut child = daemon(d, &config, &args, false);
         let (status, _) = exits_within(&mut child, SHUTDOWN_BOUND);
         let status = status.unwrap_or_else(|| panic!("{case}: still running\n{}", logs(d)));
-        assert!(!status.success(), "{case}: started\n{}", logs(d));
+        assert_eq!(status.code(), Some(code), "{case}\n{}", logs(d));
         let left: Vec<String> = std::fs::read_dir(d)
             .unwrap()
             .flatten()
@@ -450,4 +457,17 @@ fn a_refused_configuration_creates_no_journal() {
             .collect();
         assert!(left.is_empty(), "{case}: created {left:?}\n{}", logs(d));
     }
+}
+
+// A journal that cannot be opened (its directory does not exist) stops the daemon with 3.
+#[test]
+fn a_journal_that_cannot_be_opened_exits_with_its_own_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = d.join("agentsessionsd.toml");
+    std::fs::write(&config, "journal = \"missing/dir/agents.db\"\n").unwrap();
+    let mut child = daemon(d, &config, &[], false);
+    let (status, _) = exits_within(&mut child, SHUTDOWN_BOUND);
+    let status = status.unwrap_or_else(|| panic!("still running\n{}", logs(d)));
+    assert_eq!(status.code(), Some(3), "{}", logs(d));
 }

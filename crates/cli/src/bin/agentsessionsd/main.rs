@@ -15,9 +15,12 @@
 //!          └─ exit (blocking work left gets EXIT_WAIT)
 //! ```
 
+mod exit;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +31,8 @@ use agentsessions_cli::host::{
 use agentsessions_journal::Journal;
 use agentsessions_mcp::McpHub;
 use anyhow::Context as _;
+
+use crate::exit::Stop;
 use clap::Parser;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -396,18 +401,33 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
+    match daemon() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(stop) => {
+            // As a `Result` main would print it, on stderr, with its causes.
+            let (Stop::Config(e) | Stop::Journal(e) | Stop::Listen(e) | Stop::Serving(e)) = &stop;
+            let _ =
+                std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("Error: {e:?}\n"));
+            stop.exit_code()
+        }
+    }
+}
+
+/// The daemon, from its flags to its stop (`exit` maps the stop to the exit status).
+fn daemon() -> Result<(), Stop> {
     let args = Args::parse();
-    let config = merged(&args)?;
+    let settings = merged(&args).map_err(exit::config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
+        .context("starting the async runtime")
+        .map_err(exit::serving)?;
     let result = runtime.block_on(async {
         // First of all, so a signal during startup stops the daemon too.
         let signal = shutdown_signal();
-        let telemetry = install_telemetry(&config)?;
-        let served = run(config, signal).await;
+        let telemetry = install_telemetry(&settings).map_err(exit::config)?;
+        let served = run(settings, signal).await;
         if tokio::time::timeout(TELEMETRY_FLUSH, telemetry.shutdown())
             .await
             .is_err()
@@ -451,7 +471,7 @@ fn install_telemetry(config: &HostConfig) -> anyhow::Result<agentsessions_teleme
 
 /// Everything after logging is set up, until the daemon stops: startup (abandoned if `signal`
 /// comes first), then serving until `signal`, then the bounded shutdown.
-async fn run(config: HostConfig, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+async fn run(config: HostConfig, signal: impl Future<Output = ()>) -> Result<(), Stop> {
     tokio::pin!(signal);
     let mut mcp = None;
     let started = tokio::select! {
@@ -474,7 +494,7 @@ async fn run(config: HostConfig, signal: impl Future<Output = ()>) -> anyhow::Re
             return Ok(());
         }
     };
-    serve(ready, mcp, signal).await
+    serve(ready, mcp, signal).await.map_err(exit::serving)
 }
 
 /// Stops the MCP servers, bounded: each stdio child gets SIGTERM, then SIGKILL after a grace.
@@ -514,59 +534,64 @@ struct Ready {
 /// daemon that refuses to start creates no journal file). The MCP hub is launched without
 /// waiting for its servers, and put in `mcp` at once so the caller can stop it should startup
 /// be abandoned.
-async fn start(config: HostConfig, mcp: &mut Option<Arc<McpHub>>) -> anyhow::Result<Ready> {
-    let addr = resolve("addr", &config.addr).await?;
+async fn start(config: HostConfig, mcp: &mut Option<Arc<McpHub>>) -> Result<Ready, Stop> {
+    let addr = resolve("addr", &config.addr).await.map_err(exit::config)?;
     let registry_addr = match config.registry_addr.as_str() {
         "" => None,
-        text => Some(resolve("registry_addr", text).await?),
+        text => Some(resolve("registry_addr", text).await.map_err(exit::config)?),
     };
     if let Some(registry) = registry_addr {
         if !registry.ip().is_loopback() {
-            anyhow::bail!(
+            return Err(exit::config(anyhow::anyhow!(
                 "--registry-addr {registry}: the operator API listens only on a loopback address \
                  (127.0.0.1, [::1] or localhost)"
-            );
+            )));
         }
         if registry.port() != 0 && registry.port() == addr.port() {
-            anyhow::bail!(
+            return Err(exit::config(anyhow::anyhow!(
                 "--registry-addr must not share the Sessions port {}",
                 addr.port()
-            );
+            )));
         }
     }
     let http_addr = match config.http_addr.as_str() {
         "" => None,
-        text => Some(resolve("http_addr", text).await?),
+        text => Some(resolve("http_addr", text).await.map_err(exit::config)?),
     };
     if let Some(http) = http_addr
         && http.port() != 0
         && (http.port() == addr.port() || registry_addr.is_some_and(|r| r.port() == http.port()))
     {
-        anyhow::bail!("--http-addr {http} must not share the Sessions or registry port");
+        return Err(exit::config(anyhow::anyhow!(
+            "--http-addr {http} must not share the Sessions or registry port"
+        )));
     }
-    let options = serve_options(&config.auth)?;
+    let options = serve_options(&config.auth).map_err(exit::config)?;
     // The HTTP listener serves TLS whenever gRPC does, with the same settings.
     let http_tls = match (&http_addr, &config.auth.tls) {
         (Some(_), Some(tls)) => Some(
             agentsessions_cli::http::tls::HttpTls::from_settings(tls)
-                .context("[auth.tls] for the HTTP listener")?,
+                .context("[auth.tls] for the HTTP listener")
+                .map_err(exit::config)?,
         ),
         _ => None,
     };
-    preflight(&config)?;
-    let sessions = bind(addr).await?;
+    preflight(&config).map_err(exit::config)?;
+    let sessions = bind(addr).await.map_err(exit::listen)?;
     let operator = match registry_addr {
-        Some(registry_addr) => Some(bind(registry_addr).await?),
+        Some(registry_addr) => Some(bind(registry_addr).await.map_err(exit::listen)?),
         None => None,
     };
     let http = match http_addr {
-        Some(http_addr) => Some(bind(http_addr).await?),
+        Some(http_addr) => Some(bind(http_addr).await.map_err(exit::listen)?),
         None => None,
     };
 
-    let journal = open_journal(&config.journal, &config.journal_schema).await?;
+    let journal = open_journal(&config.journal, &config.journal_schema)
+        .await
+        .map_err(exit::journal)?;
     // One delegated identity for the host: the hub's tokens and the harnesses' minters.
-    let identity = host_identity(&journal, &config)?;
+    let identity = host_identity(&journal, &config).map_err(exit::config)?;
     if !config.mcp_servers.is_empty() {
         tracing::info!(
             component = "mcp",
@@ -575,8 +600,9 @@ async fn start(config: HostConfig, mcp: &mut Option<Arc<McpHub>>) -> anyhow::Res
             "starting MCP servers in the background; their tools are offered as each comes up"
         );
     }
-    *mcp = launch_mcp(&config, identity.as_ref())?;
-    let assembled = build_service_with_tools(journal.clone(), &config, mcp.clone(), identity)?;
+    *mcp = launch_mcp(&config, identity.as_ref()).map_err(exit::config)?;
+    let assembled = build_service_with_tools(journal.clone(), &config, mcp.clone(), identity)
+        .map_err(exit::config)?;
     let mut registry = agentsessions_server::RegistryService::new(&assembled.service);
     if let Some(substrate) = &assembled.substrate {
         registry = registry.with_substrate(Arc::clone(substrate));
@@ -584,7 +610,8 @@ async fn start(config: HostConfig, mcp: &mut Option<Arc<McpHub>>) -> anyhow::Res
     let registered = registry
         .load()
         .await
-        .context("loading the harness registry")?;
+        .context("loading the harness registry")
+        .map_err(exit::journal)?;
     Ok(Ready {
         config,
         journal,
