@@ -23,21 +23,10 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use common::{CTL, DAEMON, Daemon, time_server_or_skip};
+use common::{CTL, Daemon, fixture_server, time_server_or_skip};
 use serde_json::{Value, json};
 
 const KEY_VARIABLE: &str = "AGENT_TEST_MODEL_KEY";
-
-/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
-}
 
 /// The stub model: its answer to a chat-completions request. A request whose last message is a
 /// tool result is answered in text quoting it; otherwise the user's last text picks the tool

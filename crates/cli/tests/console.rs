@@ -20,11 +20,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CTL, DAEMON, Daemon};
+use common::{CTL, Daemon, fixture_server};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -48,17 +48,6 @@ fn browser_or_skip() -> bool {
         );
     }
     installed
-}
-
-/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
 }
 
 /// The daemon in `dir`: the directive model, the fixture MCP server whose `count` needs

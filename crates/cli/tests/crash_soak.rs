@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use agentsessions_client::{Client, ExecEvent, ExecOptions, uid_of};
 use agentsessions_wire::pb;
-use common::{DAEMON, Daemon};
+use common::{Daemon, fixture_server};
 use ledger::{Checked, Ledger};
 
 /// Concurrent clients, each on its own session.
@@ -119,17 +119,6 @@ impl Drop for JournalKind {
                 .output();
         }
     }
-}
-
-/// The MCP fixture server binary, built beside the daemon by `cargo test --workspace`.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p agentsessions-mcp --bin mcp-fixture-server`",
-        path.display()
-    );
-    path
 }
 
 fn start(dir: &Path, config: &Path, journal: &JournalKind) -> Daemon {

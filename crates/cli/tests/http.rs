@@ -11,11 +11,11 @@ mod common;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use common::ca::Ca;
-use common::{DAEMON, Daemon, write};
+use common::{Daemon, fixture_server, write};
 use serde_json::{Value, json};
 
 /// One HTTP/1.1 GET on a fresh connection; the whole answer as text.
@@ -81,17 +81,6 @@ fn joined((cert, key): (String, String)) -> String {
 const ALICE: &str = "spiffe://example/alice";
 const BOB: &str = "spiffe://example/bob";
 const CLIENT_ISSUER: &str = "corp-clients";
-
-/// The MCP fixture server binary, built beside ours (`cargo build -p agentsessions-mcp`).
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
-}
 
 /// The daemon in `dir` with `config` (which names the journal and `[auth]`), gRPC and HTTP on
 /// 127.0.0.1.

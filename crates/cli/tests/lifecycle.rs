@@ -14,26 +14,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CTL, DAEMON};
+use common::{CTL, DAEMON, fixture_server};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// The bound README documents: a signal stops the daemon, children included, within it.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
-
-/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
-}
 
 /// `agentsessionsd --addr 127.0.0.1:0 --config <config> args…` in `dir` (`args` may name
 /// another `--addr`), its logs in
@@ -407,7 +396,12 @@ fn a_refused_configuration_creates_no_journal() {
     // The exit status says why (README, "Exit codes of agentsessionsd"): 2 a refused
     // configuration, 3 a journal that cannot be opened, 4 an address that cannot be bound.
     let cases: Vec<(&str, String, Vec<String>, i32)> = vec![
-        ("bad TOML", format!("{journal}this is not toml\n"), vec![], 2),
+        (
+            "bad TOML",
+            format!("{journal}this is not toml\n"),
+            vec![],
+            2,
+        ),
         (
             "unknown provider",
             format!("{journal}model = \"m\"\nmodel_provider = \"nope\"\n"),

@@ -11,11 +11,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CTL, DAEMON, Daemon, PARKED, ctl, stdout};
+use common::{CTL, Daemon, PARKED, ctl, fixture_server, stdout};
 
 /// Exit codes as documented in `agentctl --help`.
 const USAGE: i32 = 2;
@@ -56,17 +56,6 @@ fn into_closed_pipe(dir: &Path, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .output()
         .unwrap()
-}
-
-/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
 }
 
 /// The daemon in `dir` over `dir/agents.db`; with `approvals`, the offline directive model and

@@ -13,7 +13,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{DAEMON, Daemon};
+use common::{Daemon, fixture_server};
 
 /// The secrets in the daemon's environment, by variable.
 const MODEL_KEY: (&str, &str) = ("MODEL_API_KEY", "sk-model-secret-0123456789abcdef");
@@ -23,16 +23,6 @@ const CLIENT_TOKEN: (&str, &str) = ("AGENTCTL_TOKEN", "agentctl-token-secret-424
 const TOOL_TOKEN: (&str, &str) = ("FIXTURE_API_TOKEN", "fixture-token-secret-1357913579");
 /// Matched by a configured pattern only.
 const PATTERNED: &str = "ghp_patternsecret0123456789";
-
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
-}
 
 fn postgres_url() -> String {
     std::env::var("AGENTSESSIONS_TEST_POSTGRES_URL")

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use common::{DAEMON, Daemon};
+use common::{Daemon, fixture_server};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -228,17 +228,6 @@ fn stub_model(runtime: &tokio::runtime::Runtime, traceparents: &Arc<Mutex<Vec<St
         let _ = axum::serve(listener, app).await;
     });
     format!("http://127.0.0.1:{port}/v1")
-}
-
-/// The MCP fixture server binary, built by `cargo test --workspace` beside ours.
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
 }
 
 /// Writes the daemon's config: the stub model, the fixture MCP server, and `telemetry`.

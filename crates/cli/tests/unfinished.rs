@@ -22,22 +22,12 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use common::{CTL, DAEMON, Daemon};
+use common::{CTL, Daemon, fixture_server};
 use serde_json::{Value, json};
 
 const KEY_VARIABLE: &str = "UNFINISHED_TEST_MODEL_KEY";
 /// `agentctl`'s exit code for FAILED_PRECONDITION (and the other conflicts).
 const CONFLICT: i32 = 6;
-
-fn fixture_server() -> PathBuf {
-    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
-        path.display()
-    );
-    path
-}
 
 /// The stub model's answer: text quoting a tool result that came last; otherwise the user's
 /// `call NAME {json}` asks for that tool, and anything else is answered in text.

@@ -11,6 +11,18 @@ use std::process::{Child, Command, Output, Stdio};
 pub(crate) const DAEMON: &str = env!("CARGO_BIN_EXE_agentsessionsd");
 pub(crate) const CTL: &str = env!("CARGO_BIN_EXE_agentctl");
 
+/// The MCP fixture server binary (`crates/mcp/src/bin/mcp-fixture-server.rs`), built by
+/// `cargo test --workspace` beside ours.
+pub(crate) fn fixture_server() -> std::path::PathBuf {
+    let path = Path::new(DAEMON).with_file_name("mcp-fixture-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build -p agentsessions-mcp`)",
+        path.display()
+    );
+    path
+}
+
 /// Writes `text` as `dir/name`; its path.
 pub(crate) fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
