@@ -11,6 +11,7 @@
 //!               │                                      Dialer  ─ Arc<dyn Harness>
 //!               ├──► SessionGuards (one operation per session on this host)
 //!               └──► Controller (one fence per invocation) ──► Journal
+//!                        └── records, deltas, opening ──► TurnEvents (bounded) ──► server
 //! ```
 //!
 //! Module map:
@@ -20,6 +21,9 @@
 //! - [`registry`] — [`Registry`], routes by name, the pin rule.
 //! - [`placer`] — [`Placer`] and its calls.
 //! - [`guard`] — [`SessionGuards`].
+//! - [`turn_events`] — [`TurnEvents`], the one bounded channel a turn reports through (its
+//!   records, deltas and opening) and the feed that also notes the running execution on the
+//!   guard.
 //! - [`history`] — what placement reads from records.
 //! - [`mod@error`] — [`PlacementError`].
 
@@ -32,6 +36,7 @@ mod observed;
 pub mod placer;
 pub mod registry;
 pub mod states;
+pub mod turn_events;
 
 pub use agentsessions_controller::TokenMinting;
 pub use backend::{Attached, Backend, DescriptorSource};
@@ -40,7 +45,8 @@ pub use error::{PlacementError, Result, RuntimeOp};
 pub use guard::{Held, SessionGuards};
 pub use placer::{
     ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ReclaimReport, ResumeCall,
-    SessionCompute,
+    SessionCompute, TurnCall, TurnRun,
 };
 pub use registry::{Registry, Route, Source};
 pub use states::{DEFAULT_STATE_BUDGET, SessionState, SessionStates};
+pub use turn_events::{TURN_EVENT_CAPACITY, TurnEvent, TurnEvents};

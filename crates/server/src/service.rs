@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use agentsessions_api::{Action, CallerIdentity, ComputeState, IdentityRef, Session};
-use agentsessions_controller::settlement::unfinished_in;
 use agentsessions_journal::rules::new_session_uid;
 use agentsessions_journal::{
     ApprovalsQuery, HarnessState, Journal, JournalError, ListQuery, RecordFollower, SessionInfo,
     SessionRow,
 };
-use agentsessions_placement::{ExecCall, ForkCall, Placer, ResumeCall, Source};
+use agentsessions_placement::{ForkCall, Placer, ResumeCall, Source, TurnCall, TurnRun};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
 use agentsessions_wire::pb::sessions_server::{Sessions, SessionsServer};
@@ -401,57 +400,20 @@ impl Inner {
         // turn tells the client which session it was on (semantics §2.2 step 5).
         let first = render_with(&self.placer, info.clone(), &tail);
         feed.send(Update::Session(first)).await;
-        // Inputless Exec on an execution stopped at an approval gate is the recovery path
-        // (semantics §5.6), and so it is on any turn that stopped before its END (extensions
-        // §9), unless it asks to abandon that turn.
-        let recovery = order.turn.inputs.is_empty() && !order.turn.abandon_unfinished && {
-            // From the kept state: what was appended since it was kept is read, not the log.
-            let state = self
-                .placer
-                .states()
-                .current(self.journal.as_ref(), &uid)
-                .await?;
-            let view = state.view();
-            let gated = view
-                .approvals()
-                .ok()
-                .and_then(|scan| scan.selected().map(|gate| !gate.completed))
-                .unwrap_or(false);
-            gated || matches!(unfinished_in(view), Ok(Some(_)))
-        };
-        let observer = Some(feed.observer());
-        let turn = async {
-            if recovery {
-                self.placer
-                    .resume(ResumeCall {
-                        session: uid.clone(),
-                        deadline: order.turn.deadline,
-                        expected_last_seq: order.turn.expected_last_seq,
-                        observer,
-                    })
-                    .await
-                    .map(|_| ())
-            } else {
-                self.placer
-                    .exec(ExecCall {
-                        session: uid.clone(),
-                        harness: order.harness,
-                        request: order.turn,
-                        observer,
-                    })
-                    .await
-                    .map(|_| ())
-            }
-        };
-        let outcome = feed.follow(self.journal.as_ref(), &uid, turn).await;
-        // The turn is over: what its runtime kept of it is the session's compute now.
-        self.settle_compute(&uid).await;
+        // Placement owns the turn from here: whether it is a new one or the continuation of an
+        // unfinished one, its guard, its events and its compute once it ends.
+        let (events, turn) = self.placer.run_turn(TurnCall {
+            session: info,
+            harness: order.harness,
+            request: order.turn,
+        });
+        let (outcome, ()) = tokio::join!(turn, feed.forward(events));
         match outcome {
-            Ok(()) if !recovery => Ok(()),
+            Ok(TurnRun::Ran(_)) => Ok(()),
             Err(err) if !err.is_park() => Err(err.into()),
-            // Recovery, or a park: the final frame is the session as it now stands (semantics §2.2
-            // step 10).
-            Ok(()) | Err(_) => {
+            // A continuation, or a park: the final frame is the session as it now stands
+            // (semantics §2.2 step 10).
+            Ok(TurnRun::Continued(_)) | Err(_) => {
                 feed.send(Update::Session(self.rendered(&uid).await?)).await;
                 Ok(())
             }

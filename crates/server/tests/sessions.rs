@@ -14,10 +14,11 @@ use agentsessions_api::{
 };
 use agentsessions_controller::ToolExecutor;
 use agentsessions_harnesses::{CounterHarness, EchoHarness};
-use agentsessions_journal::testing::Instrumented;
-use agentsessions_journal::{Journal, SqliteJournal};
+use agentsessions_journal::Journal;
 use agentsessions_model::EchoModel;
 use agentsessions_server::{ServerBuilder, serve_tcp};
+use agentsessions_sqlite::SqliteJournal;
+use agentsessions_testkit::Instrumented;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
 use agentsessions_wire::pb::sessions_client::SessionsClient;
@@ -619,6 +620,59 @@ async fn a_parked_session_is_shown_without_reading_its_whole_log() {
     assert!(
         read < u64::try_from(head).unwrap(),
         "three GetSessions read {read} records of a {head}-record log"
+    );
+}
+
+// semantics §2.2: an Exec reads its session's row once, to authorize it (or, for a new session,
+// once it is created); placement runs the turn on that reading, with no second read to place it
+// and none to settle its compute once it ended. A continuation reads it once more, for the
+// final frame that shows the session as it now stands (step 10).
+#[tokio::test]
+async fn an_exec_reads_the_session_row_once() {
+    let mut s = start().await;
+    let before = s.counting.session_reads();
+    let (frames, status) = exec(&mut s.client, exec_request("", "hello")).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    assert_eq!(
+        s.counting.session_reads() - before,
+        1,
+        "a new session's Exec"
+    );
+    let uid = session_uid(&frames);
+
+    let before = s.counting.session_reads();
+    let (frames, status) = exec(&mut s.client, exec_request(&uid, "again")).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    assert_eq!(kinds(&frames).last().map(String::as_str), Some("END"));
+    assert_eq!(s.counting.session_reads() - before, 1, "an Exec with input");
+
+    let frames = park_new_gated_session(&mut s.client).await;
+    let uid = session_uid(&frames);
+    let pending = get(&mut s.client, &uid).await.pending_approval.unwrap();
+    s.client
+        .approve(pb::ApproveRequest {
+            session: uid.clone(),
+            execution_id: pending.execution_id,
+            tool_call_id: pending.tool_call_id,
+            request_seq: pending.request_seq,
+            approved: Some(true),
+            reason: "fine".into(),
+            identity: None,
+        })
+        .await
+        .unwrap();
+    let before = s.counting.session_reads();
+    let recover = pb::ExecRequest {
+        session: uid.clone(),
+        ..pb::ExecRequest::default()
+    };
+    let (frames, status) = exec(&mut s.client, recover).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    assert!(matches!(frames.last(), Some(Update::Session(_))));
+    assert_eq!(
+        s.counting.session_reads() - before,
+        2,
+        "a continuation: authorized, then shown as it now stands"
     );
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use agentsessions_api::{ComputeRef, ComputeState, Incarnation};
 use agentsessions_journal::SessionInfo;
+use agentsessions_journal::projection::project_compute_state;
 
 use super::Placer;
 use crate::error::Result;
@@ -135,6 +136,33 @@ impl Placer {
     pub async fn settle_compute(&self, uid: &str) -> Result<bool> {
         let info = self.info(uid).await?;
         self.settle_with(&info).await
+    }
+
+    /// [`Placer::settle_compute`] once a turn ended on the session `before` described, without
+    /// reading its row again: the row's head and compute projection are moved over the records
+    /// appended since (from the kept state, one tail read) the way each append moved them.
+    ///
+    /// # Errors
+    /// Journal failures.
+    pub(crate) async fn settle_after(&self, before: &SessionInfo) -> Result<bool> {
+        let state = self.state(&before.row.uid).await?;
+        let records = state.records();
+        let appended = records
+            .get(records.partition_point(|r| r.seq <= before.last_seq)..)
+            .unwrap_or_default();
+        let now = SessionInfo {
+            last_seq: state.head(),
+            compute_state: appended.iter().fold(before.compute_state, |current, r| {
+                project_compute_state(current, &r.event)
+            }),
+            fence: appended
+                .iter()
+                .map(|r| r.fence)
+                .fold(before.fence, i64::max),
+            ..before.clone()
+        };
+        drop(state);
+        self.settle_with(&now).await
     }
 
     /// [`Placer::settle_compute`] for a session no operation of this host may have ended just

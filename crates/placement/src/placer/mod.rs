@@ -2,6 +2,7 @@
 //! (semantics §2.3, §4, §5.2 step 4, extensions §3 and §5).
 //!
 //! ```text
+//! turn    guard ─ unfinished? ─ exec | resume ─ settle compute   (an Exec RPC: the caller's row, one event channel)
 //! exec    guard ─ checks ─ gate ─ create ─ dial ─ re-gate ─ instance ─ Controller::exec (fence minted in its opening commit)
 //! resume  guard ─ route ─ park? ─ gate ─ restore ─ dial ─ re-gate ─ instance ─ fence ─ resume ─ RESUME
 //! suspend route ─ guard ─ snapshot(EXTERNAL) ─ fence ─ SUSPEND{ref}
@@ -18,7 +19,8 @@
 //! calls; each family of calls has its own file:
 //! - `admission` — the admission gate (through [`crate::describe`]), the dial and instance
 //!   checks.
-//! - `turns` — Exec, Resume, Approve, Cancel and the approval park hand-off.
+//! - `turns` — the turn of an Exec RPC ([`Placer::run_turn`]), Exec, Resume, Approve, Cancel
+//!   and the approval park hand-off.
 //! - `fork` — Fork, stateless and memory.
 //! - `teardown` — Suspend, Delete and the reclaimer.
 //! - `compute` — the session's compute state, as the journal recorded it and its runtime
@@ -47,7 +49,7 @@ use crate::states::{SessionState, SessionStates};
 pub use compute::SessionCompute;
 pub use fork::{ForkCall, ForkOutcome, MAX_FORK_COUNT};
 pub use teardown::ReclaimReport;
-pub use turns::{ExecCall, ResumeCall};
+pub use turns::{ExecCall, ResumeCall, TurnCall, TurnRun};
 
 /// Places sessions' harnesses on their routes' runtimes and drives the controller. Cheap to
 /// clone; one per host.
@@ -224,12 +226,27 @@ impl Placer {
                     Ok(info) => self.live_state(&info).await.err(),
                     Err(_) => None,
                 };
-                Err(match deleted {
-                    Some(deleted @ PlacementError::DeletionPending(_)) => deleted,
-                    _ => PlacementError::SessionBusy(busy),
-                })
+                Err(Self::busy_or_deleted(busy, deleted))
             }
             taken => taken,
+        }
+    }
+
+    /// [`Placer::take_guard`] for a session the caller has read.
+    async fn take_guard_of(&self, info: &SessionInfo) -> Result<Held> {
+        match self.guards.try_take(&info.row.uid) {
+            Err(PlacementError::SessionBusy(busy)) => {
+                let deleted = self.live_state(info).await.err();
+                Err(Self::busy_or_deleted(busy, deleted))
+            }
+            taken => taken,
+        }
+    }
+
+    fn busy_or_deleted(busy: String, deleted: Option<PlacementError>) -> PlacementError {
+        match deleted {
+            Some(deleted @ PlacementError::DeletionPending(_)) => deleted,
+            _ => PlacementError::SessionBusy(busy),
         }
     }
 

@@ -1,29 +1,31 @@
-//! Turns: Exec and Resume (which place the harness and drive the controller), the approval park
-//! hand-off, and the host-only Approve and Cancel (semantics §2.3, §4.3, §5.2 step 4, §5.5;
-//! extensions §9: new input never silently abandons a turn, a decision is recorded only where it
-//! can be carried out, and Cancel ends a turn in any state).
+//! Turns: Exec and Resume (which place the harness and drive the controller), the turn an Exec
+//! RPC runs ([`Placer::run_turn`]: a new turn, or the continuation of an unfinished one), the
+//! approval park hand-off, and the host-only Approve and Cancel (semantics §2.3, §4.3, §5.2
+//! step 4, §5.5, §5.6; extensions §9: new input never silently abandons a turn, a decision is
+//! recorded only where it can be carried out, and Cancel ends a turn in any state).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use agentsessions_api::{
-    ApiError, ApprovalDecision, ApprovalRef, Delta, Descriptor, EventSink, Harness,
-    IdentityContext, Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start,
-    StatusCode, Timestamp,
+    ApiError, ApprovalDecision, ApprovalRef, Descriptor, EventSink, Harness, IdentityContext,
+    Incarnation, LifecycleKind, SessionSpec, SnapshotKind, SnapshotRef, Start, StatusCode,
+    Timestamp,
 };
 use agentsessions_controller::approval::DecisionAdmission;
 use agentsessions_controller::settlement::{check_new_input, unfinished_in};
 use agentsessions_controller::{
-    Controller, ControllerError, ExecRequest, Observer, ResumeOutcome, TurnOutcome,
+    Controller, ControllerError, ExecRequest, LogView, Observer as _, ResumeOutcome, TurnOutcome,
 };
 use agentsessions_journal::{JournalError, LogRecord, SessionInfo};
 use async_trait::async_trait;
 
 use super::{Placer, lifecycle, runtime_err};
 use crate::error::{PlacementError, Result, RuntimeOp};
-use crate::guard::Held;
 use crate::registry::Route;
 use crate::states::SessionState;
+use crate::turn_events::{self, TurnEvents, TurnFeed};
 use agentsessions_journal::LogExt as _;
 
 /// How long Cancel waits for the cancelled turn to unwind.
@@ -38,8 +40,6 @@ pub struct ExecCall {
     pub harness: String,
     /// The turn.
     pub request: ExecRequest,
-    /// Receives committed records and deltas live.
-    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl std::fmt::Debug for ExecCall {
@@ -51,53 +51,63 @@ impl std::fmt::Debug for ExecCall {
     }
 }
 
-/// One Resume (or approval recovery through an inputless Exec).
-#[derive(Clone, Default)]
+/// One Resume.
+#[derive(Debug, Clone, Default)]
 pub struct ResumeCall {
     /// The session.
     pub session: String,
     /// Bound on the re-driven turn.
     pub deadline: Option<SystemTime>,
-    /// Strict cursor check before anything runs (recovery through Exec); `None` skips it.
+    /// Strict cursor check before anything runs (a continuation through Exec); `None` skips it.
     pub expected_last_seq: Option<i64>,
-    /// Receives committed records and deltas live.
-    pub observer: Option<Arc<dyn Observer>>,
 }
 
-impl std::fmt::Debug for ResumeCall {
+/// The turn of one Exec RPC ([`Placer::run_turn`]).
+#[derive(Clone, Default)]
+pub struct TurnCall {
+    /// The session as the caller read it to authorize the turn. The turn takes its row (owner,
+    /// harness, principal, deletion) from here and reads no other copy of it; what can change
+    /// under it is read from the log, under the session's guard.
+    pub session: SessionInfo,
+    /// Per-turn harness override; empty = the session's stored harness.
+    pub harness: String,
+    /// The turn.
+    pub request: ExecRequest,
+}
+
+impl std::fmt::Debug for TurnCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResumeCall")
-            .field("session", &self.session)
-            .field("expected_last_seq", &self.expected_last_seq)
+        f.debug_struct("TurnCall")
+            .field("session", &self.session.row.uid)
+            .field("harness", &self.harness)
             .finish_non_exhaustive()
     }
 }
 
-/// Notes the running execution on the guard, then forwards to the caller's observer.
-struct Tracked {
-    inner: Option<Arc<dyn Observer>>,
-    held: Arc<Held>,
+/// What [`Placer::run_turn`] ran.
+#[derive(Debug, Clone)]
+pub enum TurnRun {
+    /// A new turn (semantics §2.3).
+    Ran(TurnOutcome),
+    /// The session's unfinished turn, continued as Resume does: an inputless Exec on a turn
+    /// stopped at an approval gate or before its END (semantics §5.6, extensions §9).
+    Continued(ResumeOutcome),
 }
 
-impl Observer for Tracked {
-    fn opened(&self, execution_id: &str) {
-        self.held.set_execution(execution_id);
-        if let Some(inner) = &self.inner {
-            inner.opened(execution_id);
-        }
+/// The gate-recovery rule: an inputless Exec that does not abandon the session's turn
+/// continues it when it stopped at an approval gate (semantics §5.6) or before its END
+/// (extensions §9). A log that does not read as executions is not continued: the new turn
+/// refuses it with its own error.
+fn continues_unfinished(request: &ExecRequest, view: &LogView) -> bool {
+    if !request.inputs.is_empty() || request.abandon_unfinished {
+        return false;
     }
-
-    fn record(&self, record: &LogRecord) {
-        if let Some(inner) = &self.inner {
-            inner.record(record);
-        }
-    }
-
-    fn delta(&self, delta: &Delta) {
-        if let Some(inner) = &self.inner {
-            inner.delta(delta);
-        }
-    }
+    let gated = view
+        .approvals()
+        .ok()
+        .and_then(|scan| scan.selected().map(|gate| !gate.completed))
+        .unwrap_or(false);
+    gated || matches!(unfinished_in(view), Ok(Some(_)))
 }
 
 /// Stands in for the harness where the controller needs one but never runs it (Approve).
@@ -144,7 +154,7 @@ impl Placer {
         info: &SessionInfo,
         fence: i64,
         instance: &str,
-        observer: Arc<dyn Observer>,
+        feed: Arc<TurnFeed>,
     ) -> Controller {
         let identity = IdentityContext {
             principal: info.row.identity.clone(),
@@ -162,7 +172,63 @@ impl Placer {
         .with_fence(fence)
         .with_registry_name(name)
         .with_compute_instance(instance)
-        .with_observer(observer)
+        .with_observer(feed)
+    }
+
+    /// The turn of one Exec RPC, on the session the caller read and authorized: the events
+    /// its reader takes (bounded; see [`crate::turn_events`]), and the turn, which runs when
+    /// polled. Under the session's guard it decides what the request runs: the session's
+    /// unfinished turn, continued as [`Placer::resume`] does, for an inputless request that does
+    /// not abandon it (semantics §5.6, extensions §9), else a new turn as [`Placer::exec`]. Once
+    /// the turn returned, the session's compute state is settled with its runtime
+    /// ([`Placer::settle_compute`]) from the log, without reading the session's row again.
+    ///
+    /// The events end once the turn returned and its last record was handed out.
+    ///
+    /// # Errors
+    /// As [`Placer::exec`] for a new turn, as [`Placer::resume`] for a continuation (its cursor
+    /// check is the request's `expected_last_seq`).
+    pub fn run_turn(
+        &self,
+        call: TurnCall,
+    ) -> (TurnEvents, impl Future<Output = Result<TurnRun>> + Send) {
+        let (feed, events) = turn_events::channel(Arc::clone(&self.journal), &call.session.row.uid);
+        (events, self.drive_turn(call, feed))
+    }
+
+    async fn drive_turn(&self, call: TurnCall, feed: TurnFeed) -> Result<TurnRun> {
+        let _ends = feed.ending();
+        let TurnCall {
+            session: info,
+            harness,
+            request,
+        } = call;
+        let held = Arc::new(self.take_guard_of(&info).await?);
+        let run = async {
+            let state = self.live_state(&info).await?;
+            let feed = feed.noting(&held);
+            if continues_unfinished(&request, state.view()) {
+                let resume = ResumeCall {
+                    session: info.row.uid.clone(),
+                    deadline: request.deadline,
+                    expected_last_seq: request.expected_last_seq,
+                };
+                self.resume_held(&info, state, &resume, &feed)
+                    .await
+                    .map(TurnRun::Continued)
+            } else {
+                self.exec_held(&info, state, &harness, request, &feed)
+                    .await
+                    .map(TurnRun::Ran)
+            }
+        }
+        .await;
+        drop(held);
+        // The turn is over: what its runtime kept of it is the session's compute now.
+        if let Err(err) = self.settle_after(&info).await {
+            tracing::debug!(session_uid = %info.row.uid, error = %err, "compute state not settled");
+        }
+        run
     }
 
     /// Runs one turn (semantics §2.3).
@@ -180,11 +246,26 @@ impl Placer {
         let held = Arc::new(self.take_guard(uid).await?);
         let info = self.info(uid).await?;
         let state = self.live_state(&info).await?;
+        let feed = TurnFeed::unread().noting(&held);
+        self.exec_held(&info, state, &call.harness, call.request, &feed)
+            .await
+    }
+
+    /// [`Placer::exec`] once the session is held and read.
+    async fn exec_held(
+        &self,
+        info: &SessionInfo,
+        state: Arc<SessionState>,
+        harness: &str,
+        request: ExecRequest,
+        feed: &Arc<TurnFeed>,
+    ) -> Result<TurnOutcome> {
+        let uid = info.row.uid.as_str();
         // A stale cursor is refused before a fence is minted: minting would supersede the writer
         // that moved the head (perhaps on another host) and cost it its turn. It goes first: a
         // caller that lost the race to a turn is told so, not that the turn has not ended.
         let head = state.head();
-        if let Some(expected) = call.request.expected_last_seq
+        if let Some(expected) = request.expected_last_seq
             && expected != head
         {
             return Err(JournalError::Conflict {
@@ -196,16 +277,15 @@ impl Placer {
         }
         // Refused before any compute is provisioned; an abandoned turn is closed by the
         // controller in the new turn's opening commit.
-        check_new_input(state.view(), call.request.abandon_unfinished)?;
-        self.registry
-            .check_route(uid, &info.row.harness, &call.harness)?;
-        let name = if call.harness.is_empty() {
+        check_new_input(state.view(), request.abandon_unfinished)?;
+        self.registry.check_route(uid, &info.row.harness, harness)?;
+        let name = if harness.is_empty() {
             &info.row.harness
         } else {
-            &call.harness
+            harness
         };
         let route = self.registry.resolve(name)?;
-        let deadline = call.request.deadline;
+        let deadline = request.deadline;
         self.admit(&route, deadline).await?;
         let spec = Self::spec(uid, &route.name, &state);
         let mut incarnation = route
@@ -216,23 +296,19 @@ impl Placer {
             .map_err(runtime_err(RuntimeOp::Create, uid))?;
         let harness = self.dial(&route, &incarnation, deadline).await?;
         Self::check_instance(uid, &route.name, &state, &incarnation)?;
-        let observer = Arc::new(Tracked {
-            inner: call.observer.clone(),
-            held,
-        });
         // The incarnation's fence is minted in the turn's opening commit, after its cursor
         // check: a caller that lost the race to the head changes nothing, not even the fence.
         let controller = self
             .controller(
                 &route.name,
                 harness,
-                &info,
+                info,
                 0,
                 &incarnation.compute_instance,
-                observer,
+                Arc::clone(feed),
             )
             .minting_fence();
-        let turn = controller.exec_view(call.request, state.view()).await;
+        let turn = controller.exec_view(request, state.view()).await;
         // The turn's history shared the state's records: let them go before the next operation
         // extends the state.
         drop(state);
@@ -240,8 +316,7 @@ impl Placer {
             Err(ControllerError::Parked(park)) => {
                 incarnation.fence_token = controller.fence();
                 drop(controller);
-                self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
-                    .await?;
+                self.hand_off(&route, &incarnation, &park, feed).await?;
                 Err(ControllerError::Parked(park).into())
             }
             other => Ok(other?),
@@ -256,7 +331,7 @@ impl Placer {
         route: &Route,
         incarnation: &Incarnation,
         park: &ApprovalRef,
-        observer: Option<&dyn Observer>,
+        feed: &TurnFeed,
     ) -> Result<()> {
         let uid = incarnation.id.as_str();
         let state = self.state(uid).await?;
@@ -288,9 +363,7 @@ impl Placer {
                 lifecycle(LifecycleKind::Suspend, String::new(), Some(snapshot)),
             )
             .await?;
-        if let Some(observer) = observer {
-            observer.record(&record);
-        }
+        feed.record(&record);
         Ok(())
     }
 
@@ -305,7 +378,20 @@ impl Placer {
         let held = Arc::new(self.take_guard(uid).await?);
         let info = self.info(uid).await?;
         let state = self.live_state(&info).await?;
-        let route = self.recorded_route(uid, &info, &state)?;
+        let feed = TurnFeed::unread().noting(&held);
+        self.resume_held(&info, state, &call, &feed).await
+    }
+
+    /// [`Placer::resume`] once the session is held and read.
+    async fn resume_held(
+        &self,
+        info: &SessionInfo,
+        state: Arc<SessionState>,
+        call: &ResumeCall,
+        feed: &Arc<TurnFeed>,
+    ) -> Result<ResumeOutcome> {
+        let uid = info.row.uid.as_str();
+        let route = self.recorded_route(uid, info, &state)?;
         let head = state.head();
         if let Some(expected) = call.expected_last_seq
             && expected != head
@@ -357,25 +443,20 @@ impl Placer {
         Self::check_instance(uid, &route.name, &state, &incarnation)?;
         let fence = self.journal.new_fence(uid).await?;
         incarnation.fence_token = fence;
-        let observer = Arc::new(Tracked {
-            inner: call.observer.clone(),
-            held,
-        });
         let controller = self.controller(
             &route.name,
             harness,
-            &info,
+            info,
             fence,
             &incarnation.compute_instance,
-            observer,
+            Arc::clone(feed),
         );
         let resumed = controller.resume_view(call.deadline, state.view()).await;
         drop(state);
         match resumed {
             Err(ControllerError::Parked(park)) => {
                 drop(controller);
-                self.hand_off(&route, &incarnation, &park, call.observer.as_deref())
-                    .await?;
+                self.hand_off(&route, &incarnation, &park, feed).await?;
                 Err(ControllerError::Parked(park).into())
             }
             Err(e) => Err(e.into()),
@@ -390,9 +471,7 @@ impl Placer {
                         lifecycle(LifecycleKind::Resume, String::new(), None),
                     )
                     .await?;
-                if let Some(observer) = &call.observer {
-                    observer.record(&record);
-                }
+                feed.record(&record);
                 Ok(outcome)
             }
         }
