@@ -138,7 +138,7 @@ async fn discovers_tools_with_server_prefixed_names_and_approval_mediations() {
     assert!(
         hub.health()
             .iter()
-            .all(|h| h.status == ServerStatus::Up && h.tools == 7)
+            .all(|h| h.status == ServerStatus::Up && h.tools == 9)
     );
     hub.shutdown().await;
 }
