@@ -81,13 +81,6 @@ impl RecordPage {
     }
 }
 
-/// The records of `records` (in seq order) whose seq is in `from..=last`.
-pub(crate) fn seq_range(records: &[LogRecord], from: i64, last: i64) -> &[LogRecord] {
-    let start = records.partition_point(|r| r.seq < from);
-    let end = records.partition_point(|r| r.seq <= last).max(start);
-    records.get(start..end).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,35 +92,6 @@ mod tests {
             to_seq,
             max_records,
         }
-    }
-
-    #[test]
-    fn seq_range_picks_by_seq() {
-        let records: Vec<LogRecord> = (1..=10)
-            .map(|seq| LogRecord {
-                seq,
-                prev_hash: String::new(),
-                hash: String::new(),
-                fence: 1,
-                event: agentsessions_api::Event::new(
-                    agentsessions_api::EventKind::Input,
-                    agentsessions_api::EventBody::Message(
-                        agentsessions_api::Message::text_message("user", "x"),
-                    ),
-                ),
-                committed_at: None,
-            })
-            .collect();
-        let seqs = |from, last| -> Vec<i64> {
-            seq_range(&records, from, last)
-                .iter()
-                .map(|r| r.seq)
-                .collect()
-        };
-        assert_eq!(seqs(3, 5), [3, 4, 5]);
-        assert_eq!(seqs(1, 100), (1..=10).collect::<Vec<_>>());
-        assert!(seqs(11, 20).is_empty());
-        assert!(seqs(5, 4).is_empty());
     }
 
     #[test]

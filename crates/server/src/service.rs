@@ -21,8 +21,10 @@ use tonic::Request;
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
 use crate::limits::Admission;
-use crate::record_page::{RecordPage, seq_range};
-use crate::render::{Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, tail};
+use crate::record_page::RecordPage;
+use crate::render::{
+    Tail, approval_to_pb, record_to_pb, render, render_listed, render_with, seq_range, tail,
+};
 use crate::requests::{
     ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid, WatchOrder,
 };
