@@ -10,6 +10,10 @@ use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
 use agentsessions_sqlite::{Durability, SqliteJournal, SqliteOptions};
 use agentsessions_testkit::fixtures::input;
 
+/// One test at a time: a spinning writer keeps a core busy, and the sleeps another test counts
+/// depend on its writer getting a core as soon as it has one to give up.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn open(dir: &tempfile::TempDir, spin: Duration, delay: Duration) -> SqliteJournal {
     let options = SqliteOptions {
         durability: Durability::Pipelined,
@@ -66,6 +70,7 @@ async fn sleeps_over_pairs(j: &SqliteJournal) -> u64 {
 // it never sleeps between them.
 #[tokio::test]
 async fn appends_within_the_spin_are_taken_without_a_sleep() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let j = open(&dir, Duration::from_secs(30), Duration::from_secs(30));
     assert_eq!(sleeps_over_pairs(&j).await, 0);
@@ -74,6 +79,7 @@ async fn appends_within_the_spin_are_taken_without_a_sleep() {
 // With no spin the writer sleeps on its empty queue after every commit.
 #[tokio::test]
 async fn without_a_spin_the_writer_sleeps_after_each_commit() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let j = open(&dir, Duration::ZERO, Duration::from_secs(30));
     assert_eq!(sleeps_over_pairs(&j).await, 10);
@@ -83,6 +89,7 @@ async fn without_a_spin_the_writer_sleeps_after_each_commit() {
 // sync delay, not after the spin.
 #[tokio::test]
 async fn the_spin_never_holds_a_deferred_batch_past_its_delay() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let j = open(&dir, Duration::from_secs(30), Duration::from_millis(20));
     let fence = j.new_fence("s").await.unwrap();
