@@ -177,10 +177,23 @@ async fn turn(
     harness: &str,
     deadline_unix: i64,
 ) -> Result<(), String> {
+    run_turn(client, session, harness, deadline_unix, false).await
+}
+
+/// A turn that first closes the session's unfinished turn when `abandon` (a turn the deadline
+/// cut has an ERROR but no END, and new input is refused until it is closed: extensions §9).
+async fn run_turn(
+    client: &mut Client,
+    session: &str,
+    harness: &str,
+    deadline_unix: i64,
+    abandon: bool,
+) -> Result<(), String> {
     let options = ExecOptions {
         session: session.to_owned(),
         harness: harness.to_owned(),
         deadline_unix,
+        abandon_unfinished: abandon,
         ..ExecOptions::new("hello")
     };
     client
@@ -276,7 +289,10 @@ async fn jumps_break_nothing(store: &Store) {
         let mut client = Client::dial(&addr).unwrap();
         turn(&mut client, &session, "chat", deadline).await
     });
+    let waiting = Instant::now();
     while model.requests() < 1 {
+        assert!(!bounded.is_finished(), "the turn ended before its model call");
+        assert!(waiting.elapsed() < Duration::from_secs(30), "no model call");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     clock.jump_to(-HOUR);
@@ -292,14 +308,18 @@ async fn jumps_break_nothing(store: &Store) {
         began.elapsed()
     );
 
-    // A cancel ends a held turn across a jump forward.
+    // A cancel ends a held turn across a jump forward (the turn the deadline cut is abandoned
+    // by this one's opening).
     let addr = daemon.addr.clone();
     let session = chat.clone();
     let held = tokio::spawn(async move {
         let mut client = Client::dial(&addr).unwrap();
-        turn(&mut client, &session, "chat", 0).await
+        run_turn(&mut client, &session, "chat", 0, true).await
     });
+    let waiting = Instant::now();
     while model.requests() < 2 {
+        assert!(!held.is_finished(), "the turn ended before its model call");
+        assert!(waiting.elapsed() < Duration::from_secs(30), "no second model call");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     clock.jump_to(DAY);
@@ -319,7 +339,10 @@ async fn jumps_break_nothing(store: &Store) {
         let mut client = Client::dial(&addr).unwrap();
         turn(&mut client, &session, "chat", 0).await
     });
+    let waiting = Instant::now();
     while model.requests() < 3 {
+        assert!(!spanning.is_finished(), "the turn ended before its model call");
+        assert!(waiting.elapsed() < Duration::from_secs(30), "no model call");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     clock.jump_to(-HOUR);
