@@ -291,7 +291,10 @@ async fn jumps_break_nothing(store: &Store) {
     });
     let waiting = Instant::now();
     while model.requests() < 1 {
-        assert!(!bounded.is_finished(), "the turn ended before its model call");
+        assert!(
+            !bounded.is_finished(),
+            "the turn ended before its model call"
+        );
         assert!(waiting.elapsed() < Duration::from_secs(30), "no model call");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -319,7 +322,10 @@ async fn jumps_break_nothing(store: &Store) {
     let waiting = Instant::now();
     while model.requests() < 2 {
         assert!(!held.is_finished(), "the turn ended before its model call");
-        assert!(waiting.elapsed() < Duration::from_secs(30), "no second model call");
+        assert!(
+            waiting.elapsed() < Duration::from_secs(30),
+            "no second model call"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     clock.jump_to(DAY);
@@ -341,7 +347,10 @@ async fn jumps_break_nothing(store: &Store) {
     });
     let waiting = Instant::now();
     while model.requests() < 3 {
-        assert!(!spanning.is_finished(), "the turn ended before its model call");
+        assert!(
+            !spanning.is_finished(),
+            "the turn ended before its model call"
+        );
         assert!(waiting.elapsed() < Duration::from_secs(30), "no model call");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
