@@ -51,6 +51,14 @@ impl FenceUse {
     pub fn from_option(fence: Option<i64>) -> Self {
         fence.map_or(Self::Mint, Self::Hold)
     }
+
+    /// The held fence, or `None` for a minting append.
+    pub fn held(self) -> Option<i64> {
+        match self {
+            Self::Hold(fence) => Some(fence),
+            Self::Mint => None,
+        }
+    }
 }
 
 /// A record an append adds, before it is stored; `E` is the prepared event, owned or borrowed
@@ -122,10 +130,7 @@ pub fn extend<E: Borrow<PreparedEvent>>(
     fence: FenceUse,
     events: impl ExactSizeIterator<Item = E>,
 ) -> Result<Extension<E>> {
-    let held = match fence {
-        FenceUse::Hold(fence) => Some(fence),
-        FenceUse::Mint => None,
-    };
+    let held = fence.held();
     rules::check_append_or_mint(session, expected_last_seq, head.seq, held, head.fence)?;
     let minted = held.is_none() && events.len() > 0;
     let fence = match held {

@@ -180,8 +180,8 @@ impl MemoryJournal {
             })
     }
 
-    /// Appends under the state lock: with `Some(fence)` as [`FenceUse::Hold`](crate::FenceUse::Hold), with
-    /// `None` minting the next fence first as [`FenceUse::Mint`](crate::FenceUse::Mint) (only after the
+    /// Appends under the state lock: with `Some(fence)` as [`FenceUse::Hold`], with `None`
+    /// minting the next fence first as [`FenceUse::Mint`] (only after the
     /// CAS check passed, so a stale cursor changes nothing).
     fn append_locked(
         &self,
@@ -304,10 +304,7 @@ impl Log for MemoryJournal {
     /// Every wait is answered at once: memory is committed and as durable as it gets when the
     /// state lock is released.
     async fn append(&self, request: AppendRequest) -> Result<Appended> {
-        let fence = match request.fence {
-            FenceUse::Hold(fence) => Some(fence),
-            FenceUse::Mint => None,
-        };
+        let fence = request.fence.held();
         let prepared = rules::prepare_batch(&request.session, request.events, fence.is_none())?;
         let session = request.session.as_str();
         let records = self.append_locked(

@@ -12,8 +12,8 @@ use agentsessions_journal::projection::fixed_state;
 use agentsessions_journal::rules::{self, ListPlan};
 use agentsessions_journal::writer_queue::{self, Ack};
 use agentsessions_journal::{
-    AppendRequest, Appended, Catalog, CommitFeed, FenceUse, HarnessRow, HeadFollow, JournalError,
-    ListQuery, Log, LogRecord, RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow,
+    AppendRequest, Appended, Catalog, CommitFeed, HarnessRow, HeadFollow, JournalError, ListQuery,
+    Log, LogRecord, RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow,
 };
 use async_trait::async_trait;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -400,10 +400,7 @@ impl Log for PostgresJournal {
     /// Every wait is answered once the records are durable: each write batch commits with the
     /// database's own durability, which is always allowed.
     async fn append(&self, request: AppendRequest) -> Result<Appended> {
-        let fence = match request.fence {
-            FenceUse::Hold(fence) => Some(fence),
-            FenceUse::Mint => None,
-        };
+        let fence = request.fence.held();
         Ok(Appended::answered(
             self.append_with(
                 &request.session,

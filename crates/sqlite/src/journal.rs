@@ -17,8 +17,8 @@ use agentsessions_journal::follow::{CommitFeed, HeadFollow};
 use agentsessions_journal::rules;
 use agentsessions_journal::writer_queue::{self, Ack};
 use agentsessions_journal::{
-    AppendRequest, Appended, Catalog, FenceUse, HarnessRow, JournalError, ListQuery, Log,
-    LogRecord, RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow, Wait,
+    AppendRequest, Appended, Catalog, HarnessRow, JournalError, ListQuery, Log, LogRecord,
+    RegisterOutcome, Result, SessionInfo, SessionPage, SessionRow, Wait,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -353,10 +353,7 @@ impl Log for SqliteJournal {
             wait,
             events,
         } = request;
-        let fence = match fence {
-            FenceUse::Hold(fence) => Some(fence),
-            FenceUse::Mint => None,
-        };
+        let fence = fence.held();
         let durable = match wait {
             Wait::Durable => true,
             Wait::Committed => false,
