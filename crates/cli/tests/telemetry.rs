@@ -1081,8 +1081,10 @@ fn scrape(addr: &str) -> prometheus_parse::Scrape {
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // With no Accept header the answer is the Prometheus text format 0.0.4.
     assert!(
-        head.to_ascii_lowercase().contains("openmetrics-text"),
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
         "{head}"
     );
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()

@@ -1,36 +1,40 @@
 //! The daemon's HTTP listener, observed: `GET /metrics` (the registry in the text exposition
-//! format, for Prometheus to scrape) and [`trace_requests`], the server span of each request.
+//! format the scraper accepts, for Prometheus to scrape) and [`trace_requests`], the server span of each request.
 
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
+use crate::exposition::Exposition;
 use crate::metrics::{GaugeSource, metrics};
 
-/// The content type of the OpenMetrics text format `prometheus-client` writes.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// A router serving `GET /metrics`; with `gauges`, the stored-state gauges are read right
-/// before each scrape.
+/// A router serving `GET /metrics` in the format the request's `Accept` header asks for
+/// ([`Exposition::negotiate`]); with `gauges`, the stored-state gauges are read right before each
+/// scrape.
 pub fn metrics_router(gauges: Option<Arc<dyn GaugeSource>>) -> axum::Router {
     axum::Router::new().route(
         "/metrics",
-        axum::routing::get(move || scrape(gauges.clone())),
+        axum::routing::get(move |headers: HeaderMap| scrape(gauges.clone(), headers)),
     )
 }
 
-async fn scrape(gauges: Option<Arc<dyn GaugeSource>>) -> Response {
+async fn scrape(gauges: Option<Arc<dyn GaugeSource>>, headers: HeaderMap) -> Response {
+    let format = Exposition::negotiate(
+        headers
+            .get(header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok()),
+    );
     let metrics = metrics();
     if let Some(gauges) = gauges {
         gauges.refresh(metrics).await;
     }
-    match metrics.encode() {
-        Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+    match metrics.encode(format) {
+        Ok(text) => ([(header::CONTENT_TYPE, format.content_type())], text).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }

@@ -7,6 +7,8 @@
 //! - [`propagation`]: W3C trace context taken from incoming gRPC/HTTP requests and put on
 //!   outgoing ones (Harness.Connect, model providers, MCP servers over HTTP).
 //! - [`content`]: whether prompt and completion content may go on spans (off unless enabled).
+//! - [`exposition`]: the two text formats of `GET /metrics` (Prometheus text 0.0.4, the
+//!   default, and OpenMetrics) and which one a request's `Accept` header gets.
 //! - `config` and `subscriber` (feature `export`): the `[telemetry]` settings resolved against
 //!   the standard `OTEL_*` variables, and the tracing subscriber with its OTLP exporter.
 //! - `http` (feature `http`): `GET /metrics`, and the span of each request on the HTTP listener.
@@ -18,6 +20,7 @@ pub mod bounded;
 pub mod config;
 pub mod content;
 pub mod error;
+pub mod exposition;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod metrics;
@@ -28,6 +31,7 @@ pub mod subscriber;
 #[cfg(feature = "export")]
 pub use config::{Protocol, ResolvedTelemetry, TelemetryConfig};
 pub use error::TelemetryError;
+pub use exposition::Exposition;
 #[cfg(feature = "http")]
 pub use http::{metrics_router, trace_requests};
 pub use metrics::{GaugeSource, metrics};

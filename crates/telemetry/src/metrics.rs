@@ -20,6 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::bounded::BoundedLabel;
 use crate::error::TelemetryError;
+use crate::exposition::{Exposition, prometheus_text};
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -366,14 +367,17 @@ impl Metrics {
         }
     }
 
-    /// The registry in the text exposition format (OpenMetrics 1.0, which Prometheus scrapes).
+    /// The registry in the text exposition `format` (see [`Exposition`]).
     ///
     /// # Errors
     /// [`TelemetryError::Encode`] should writing to a string ever fail.
-    pub fn encode(&self) -> Result<String, TelemetryError> {
+    pub fn encode(&self, format: Exposition) -> Result<String, TelemetryError> {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        Ok(match format {
+            Exposition::OpenMetrics => text,
+            Exposition::PrometheusText => prometheus_text(&text),
+        })
     }
 
     /// A turn ended: `outcome` is `completed`, `parked` or the error kind.
@@ -631,7 +635,7 @@ mod tests {
         );
         m.journal_batch("sqlite", 3, Duration::from_micros(300), 2);
         m.set_sessions(&[("RUNNING", 2)]);
-        let text = m.encode().unwrap();
+        let text = m.encode(Exposition::PrometheusText).unwrap();
         assert_eq!(
             sample(
                 &text,
@@ -678,7 +682,7 @@ mod tests {
             "{text}"
         );
         m.set_sessions(&[]);
-        let text = m.encode().unwrap();
+        let text = m.encode(Exposition::PrometheusText).unwrap();
         assert_eq!(
             sample(
                 &text,
@@ -687,6 +691,63 @@ mod tests {
             ),
             None,
             "a state no session is in any more disappears: {text}"
+        );
+    }
+
+    // The Prometheus text format: every sample belongs to a family named by a HELP and a TYPE
+    // line (a histogram's samples by their suffixes), which is what `promtool check metrics`
+    // reads; the OpenMetrics answer keeps its own names and ends with `# EOF`.
+    #[test]
+    fn every_sample_has_the_help_and_type_of_its_family() {
+        let m = Metrics::new();
+        m.turn("chat", "completed", Duration::from_millis(20));
+        m.model_call("openai", "gpt", Duration::from_millis(5), 11, 7);
+        m.model_error("openai", "gpt", Duration::from_millis(5), "timeout");
+        m.model_replayed("openai", "gpt");
+        m.tool_call("fixture__count", Duration::from_millis(1), Some("denied"));
+        m.approval_requested();
+        m.approval_decided(true, Duration::from_secs(3));
+        m.redacted(1);
+        m.set_approvals_pending(1);
+        m.journal_append(Duration::from_micros(80));
+        m.journal_batch("sqlite", 3, Duration::from_micros(300), 2);
+        m.journal_fsync(Duration::from_micros(90));
+        m.set_sessions(&[("RUNNING", 2)]);
+        m.runtime_operation("create", true, Duration::from_millis(3));
+        m.rpc("Exec", "OK", Duration::from_millis(3));
+        let text = m.encode(Exposition::PrometheusText).unwrap();
+        let mut helped = std::collections::HashSet::new();
+        let mut typed = std::collections::HashMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                helped.insert(rest.split(' ').next().unwrap().to_owned());
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                typed.insert(name.to_owned(), kind.to_owned());
+            } else {
+                assert!(!line.starts_with('#'), "a 0.0.4 exposition has no {line:?}");
+                let sample = line.split(['{', ' ']).next().unwrap();
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .filter_map(|suffix| sample.strip_suffix(suffix))
+                    .find(|base| typed.get(*base).is_some_and(|kind| kind == "histogram"))
+                    .unwrap_or(sample);
+                assert!(
+                    helped.contains(family),
+                    "{sample} has no help text:\n{text}"
+                );
+                assert!(typed.contains_key(family), "{sample} has no type:\n{text}");
+                if sample.ends_with("_total") {
+                    assert_eq!(typed[family], "counter", "{sample}");
+                }
+            }
+        }
+        assert!(typed.len() >= 20, "{text}");
+        let openmetrics = m.encode(Exposition::OpenMetrics).unwrap();
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+        assert!(
+            openmetrics.contains("# TYPE agentsessions_turns counter"),
+            "{openmetrics}"
         );
     }
 }
