@@ -8,6 +8,8 @@
   through the host.
 """
 
+__version__ = "0.1.0"
+
 from ._pb import common_pb2 as pb_common
 from ._pb import harness_pb2 as pb_harness
 from ._pb import harness_registry_pb2 as pb_registry
@@ -29,6 +31,7 @@ __all__ = [
     "Tls",
     "TurnResult",
     "VerifyReport",
+    "__version__",
     "content_hash",
     "message_text",
     "pb_common",

@@ -38,6 +38,7 @@ Message = common_pb2.Message
 ToolCall = common_pb2.ToolCall
 ToolResult = common_pb2.ToolResult
 ToolDefinition = common_pb2.ToolDefinition
+HarnessDescriptor = harness_pb2.HarnessDescriptor
 
 # Events buffered between the run and the transport before the run waits.
 EVENT_BUFFER = 16
