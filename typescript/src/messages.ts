@@ -1,6 +1,7 @@
 /** Building and reading messages: text messages, exec inputs, JSON structs. */
 import { create, type JsonObject } from "@bufbuild/protobuf";
-import { MessageSchema, type Message } from "./gen/common_pb.js";
+import { jcs } from "./canonical.js";
+import { MessageSchema, type Message, type ToolResult } from "./gen/common_pb.js";
 
 /** An exec input: a string is a user text message. */
 export type Input = string | Message;
@@ -28,3 +29,12 @@ export function messageText(message: Message | undefined): string {
 }
 
 export type { JsonObject };
+
+/** The text a model sees for a tool result: its text parts, else its JSON output (in
+ * canonical key order, so a replay sees the same text), else its error. */
+export function toolResultText(result: ToolResult): string {
+  const text = result.content.map((p) => (p.part.case === "text" ? p.part.value.text : "")).join("");
+  if (text !== "") return text;
+  if (result.output !== undefined) return jcs(result.output);
+  return result.isError ? `error: ${result.error}` : "";
+}

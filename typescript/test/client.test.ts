@@ -1,5 +1,6 @@
 /** Every client call against the real daemon, and its errors. */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Client } from "../src/client.js";
 import { verifyRecords } from "../src/canonical.js";
@@ -7,7 +8,7 @@ import { Aborted, AgentSessionsError, Cancelled, DeadlineExceeded, FailedPrecond
 import { EventKind, ToolResult_Code, type LogRecord } from "../src/gen/common_pb.js";
 import { ComputeState, DeletionState, ExecState } from "../src/gen/session_pb.js";
 import { serve, type HarnessServer } from "../src/harness.js";
-import { Daemon, OFFLINE, tempDir } from "./support/daemon.js";
+import { counted, counterConfig, Daemon, mcpUp, OFFLINE, tempDir } from "./support/daemon.js";
 import { Conversational, Gated, Waiting } from "./support/harnesses.js";
 
 export function kinds(records: readonly LogRecord[]): string[] {
@@ -26,11 +27,16 @@ describe("the client against the real daemon", () => {
   let servers: HarnessServer[] = [];
   let daemon: Daemon;
   let client: Client;
+  let countFile: string;
 
   before(async () => {
     servers = await Promise.all([serve(new Conversational()), serve(new Gated()), serve(waiting)]);
     const [conversational, gated, wait] = servers.map((s) => s.address);
-    daemon = await Daemon.start(tempDir(), [...OFFLINE, `--harness=conversational=${conversational}`, `--harness=gated=${gated}`, `--harness=waiting=${wait}`]);
+    const dir = tempDir();
+    countFile = join(dir, "count");
+    const harnesses = [`--harness=conversational=${conversational}`, `--harness=gated=${gated}`, `--harness=waiting=${wait}`];
+    daemon = await Daemon.start(dir, [...OFFLINE, "--config", counterConfig(dir, countFile), ...harnesses], { env: { RUST_LOG: "info" } });
+    await mcpUp(daemon);
     client = new Client(daemon.addr, { project: "ts" });
   });
 
@@ -81,9 +87,12 @@ describe("the client against the real daemon", () => {
     const again = await client.run("again", { session: uid });
     assert.equal(again.output, "echo:again");
     assert.equal(again.records[0]?.seq, 6n);
-    const deltas = [];
-    for await (const chunk of client.exec("streamed", { session: uid }).deltas()) deltas.push(chunk);
-    assert.equal(deltas.join(""), "echo:streamed");
+    // The offline echo model answers whole: its one delta closes the part.
+    const streamed = client.exec("streamed", { session: uid });
+    const chunks = [];
+    for await (const chunk of streamed.deltas()) chunks.push(chunk);
+    assert.ok("echo:streamed".startsWith(chunks.join("")));
+    assert.equal((await streamed.result()).output, "echo:streamed");
     const stale = await client.run("stale", { session: uid, expectedLastSeq: 3 }).catch((e: unknown) => e);
     assert.ok(stale instanceof Aborted, String(stale));
     assert.ok((stale as Aborted & { partial?: unknown }).partial !== undefined);
@@ -177,9 +186,9 @@ describe("the client against the real daemon", () => {
     const uid = parked.session.metadata!.uid;
     assert.ok(kinds(parked.records).includes("APPROVAL_REQUEST") && !kinds(parked.records).includes("END"));
     assert.equal((await client.getSession(uid)).execState, ExecState.EXEC_AWAITING);
-    const pending = (await client.pendingApprovals().toArray()).filter((p) => p.sessionUid === uid);
-    assert.deepEqual(pending.map((p) => [p.tool, p.toolCallId]), [["charge", "charge-1"]]);
-    assert.deepEqual(pending[0]?.args, { amount: 5 });
+    const project = parked.session.metadata!.project;
+    const pending = (await client.pendingApprovals({ project }).toArray()).filter((p) => p.sessionUid === uid);
+    assert.deepEqual(pending.map((p) => [p.tool, p.toolCallId]), [["counter__count", "charge-1"]]);
     await assert.rejects(client.run("not now", { session: uid }), FailedPrecondition);
     const decided = await client.deny(uid, { reason: "too much" });
     const decision = decided.decision?.event?.body;
@@ -194,15 +203,17 @@ describe("the client against the real daemon", () => {
     const receipt = effects.at(-3)?.event?.body;
     assert.ok(receipt?.case === "result" && receipt.value.code === ToolResult_Code.APPROVAL_DENIED);
     assert.equal(text(effects.at(-2)), "charge denied");
-    assert.deepEqual((await client.pendingApprovals().toArray()).filter((p) => p.sessionUid === uid), []);
+    assert.deepEqual((await client.pendingApprovals({ project }).toArray()).filter((p) => p.sessionUid === uid), []);
 
-    // Approved, the turn goes on to run the (host-mediated) charge.
+    assert.equal(counted(countFile), 0, "a denied call never runs");
+    // Approved, the turn goes on: the host runs the tool, once.
     const second = await client.run("charge again", { harness: "gated" });
     const uid2 = second.session.metadata!.uid;
     const approved = await client.approve(uid2, { reason: "fine" });
     assert.ok(approved.decision?.event?.body.case === "approvalResult" && approved.decision.event.body.value.approved);
     const after = await client.readRecords(uid2);
-    assert.ok(text(after.filter((r) => r.event?.kind === EventKind.EVENT_OUTPUT).at(-1)).startsWith("charge ran"));
+    assert.equal(text(after.filter((r) => r.event?.kind === EventKind.EVENT_OUTPUT).at(-1)), "charge ran: ok");
+    assert.equal(counted(countFile), 1);
     assert.equal((await client.verify(uid2)).ok, true);
   });
 

@@ -1,10 +1,11 @@
 /** The real `agentsessionsd` started on 127.0.0.1 with an ephemeral port (from
  * `$AGENTSESSIONS_BIN_DIR`, default target/debug), killed when the test ends. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, openSync } from "node:fs";
+import { existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 import { repoPath } from "./paths.js";
 
 /** The flags of the offline model: the daemon answers from directives, no provider. */
@@ -72,4 +73,29 @@ async function expectLine(lines: AsyncIterator<string>, prefix: string, daemon: 
     throw new Error(`agentsessionsd said ${JSON.stringify(line)}, expected ${JSON.stringify(prefix)} (log: ${daemon.log})`);
   }
   return line.slice(prefix.length);
+}
+
+/** A daemon config in `dir` with mcp-fixture-server as the MCP server `counter` (tools
+ * `counter__count`, `counter__add`, …), counting its `count` calls in `countFile`. */
+export function counterConfig(dir: string, countFile: string): string {
+  const config = join(dir, "agentsessionsd.toml");
+  writeFileSync(
+    config,
+    `[[mcp_servers]]\nname = "counter"\ncommand = ${JSON.stringify(join(binDir(), "mcp-fixture-server"))}\nenv = { MCP_FIXTURE_COUNT_FILE = ${JSON.stringify(countFile)} }\n`,
+  );
+  return config;
+}
+
+/** The calls `count` counted. */
+export function counted(countFile: string): number {
+  return existsSync(countFile) ? Number(readFileSync(countFile, "utf8").trim() || "0") : 0;
+}
+
+/** Waits until the daemon (started with RUST_LOG=info) says its MCP server is up. */
+export async function mcpUp(daemon: Daemon): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (readFileSync(daemon.log, "utf8").includes("MCP server up")) return;
+    await sleep(50);
+  }
+  throw new Error(`the MCP server never came up (log: ${daemon.log})`);
 }

@@ -15,7 +15,7 @@ export class Conversational implements Harness {
   }
 }
 
-/** Calls tool `charge` behind an approval and says how it went. */
+/** Calls the host's tool `counter__count` behind an approval and says how it went. */
 export class Gated implements Harness {
   describe() {
     return descriptor("gated", { version: "1" });
@@ -24,8 +24,8 @@ export class Gated implements Harness {
   async run(start: Start, sink: Sink): Promise<void> {
     const result = await sink.toolCall({
       id: "charge-1",
-      tool: "charge",
-      args: { amount: 5 },
+      tool: "counter__count",
+      args: {},
       mediation: Mediation.REQUIRES_APPROVAL,
       idempotencyKey: `${start.executionId}-charge`,
     });
