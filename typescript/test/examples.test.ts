@@ -2,6 +2,7 @@
  * with the offline directive model. */
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { test } from "node:test";
 import { promisify } from "node:util";
@@ -11,6 +12,14 @@ import { Daemon, OFFLINE, tempDir } from "./support/daemon.js";
 import { repoPath } from "./support/paths.js";
 
 const example = (name: string) => repoPath("typescript", "dist", "examples", `${name}.js`);
+
+test("the README shows the examples as they are", () => {
+  const readme = readFileSync(repoPath("README.md"), "utf8");
+  for (const name of ["client", "harness"]) {
+    const source = readFileSync(repoPath("typescript", "examples", `${name}.ts`), "utf8");
+    assert.ok(readme.includes("```ts\n" + source + "```"), `README.md's ${name} differs from typescript/examples/${name}.ts`);
+  }
+});
 
 test("the README's client and harness", async () => {
   const harness = spawn(process.execPath, [example("harness"), "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
