@@ -1,8 +1,7 @@
-//! Content rules both HTTP dialects share: which model a request means, what text a tool result
-//! shows the model, a tool's parameter schema, the parts a role cannot send, and how tool
-//! arguments and reasoning bytes are checked.
+//! Content rules both HTTP dialects share: which model a request means, a tool's parameter
+//! schema, the parts a role cannot send, and how tool arguments and reasoning bytes are checked.
 
-use agentsessions_api::{JsonObject, Part, ReasoningPart, ToolDefinition, ToolResult};
+use agentsessions_api::{JsonObject, ReasoningPart, ToolDefinition};
 use serde_json::{Value, json};
 
 use crate::error::{ModelError, Result};
@@ -14,32 +13,6 @@ pub(crate) fn resolve_model<'a>(requested: &'a str, default: &'a str) -> &'a str
         "" | "echo" => default,
         named => named,
     }
-}
-
-/// What the model reads as a tool's result: the result's text parts, else its structured output
-/// as JSON; a failed call leads with its error text.
-pub(crate) fn tool_result_text(result: &ToolResult) -> String {
-    let mut text: String = result
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            Part::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    if text.is_empty()
-        && let Some(output) = &result.output
-    {
-        text = Value::Object(output.clone()).to_string();
-    }
-    if result.is_error && !result.error.is_empty() {
-        text = if text.is_empty() {
-            result.error.clone()
-        } else {
-            format!("{}\n{text}", result.error)
-        };
-    }
-    text
 }
 
 /// Parses a tool call's JSON arguments, which must be an object; empty means no arguments (some
@@ -107,7 +80,6 @@ pub(crate) fn kind(value: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use agentsessions_api::TextPart;
     use serde_json::json;
 
     use super::*;
@@ -132,20 +104,5 @@ mod tests {
             parse_arguments("c", "t", "{"),
             Err(ModelError::InvalidToolArguments { .. })
         ));
-    }
-
-    #[test]
-    fn tool_result_text_prefers_text_then_output_and_leads_with_errors() {
-        let mut result = ToolResult {
-            id: "c".into(),
-            output: json!({"temp": 21}).as_object().cloned(),
-            ..ToolResult::default()
-        };
-        assert_eq!(tool_result_text(&result), r#"{"temp":21}"#);
-        result.content = vec![Part::Text(TextPart { text: "21C".into() })];
-        assert_eq!(tool_result_text(&result), "21C");
-        result.is_error = true;
-        result.error = "partial".into();
-        assert_eq!(tool_result_text(&result), "partial\n21C");
     }
 }

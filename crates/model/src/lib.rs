@@ -52,7 +52,9 @@
 //! - `http`: the shared client, [`RetryPolicy`] and the retry loop, capped body reads.
 //! - `sse`: server-sent event decoding with a line cap.
 //! - `params`: typing the string `params` map for each provider.
-//! - `content`: content rules both HTTP providers share (model choice, tool results, arguments).
+//! - `content`: content rules both HTTP providers share (model choice, schemas, arguments).
+//! - `tool_output`: what a model reads of a tool result, text and images in content order, before
+//!   a dialect wraps it (extensions §10).
 #![warn(missing_docs)]
 
 pub mod anthropic;
@@ -67,6 +69,7 @@ pub mod openai;
 mod params;
 mod provider;
 mod sse;
+mod tool_output;
 
 pub use anthropic::{AnthropicConfig, AnthropicDialect, AnthropicProvider};
 pub use counting::CountingProvider;

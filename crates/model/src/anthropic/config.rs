@@ -33,6 +33,9 @@ pub struct AnthropicConfig {
     pub connect_timeout: Duration,
     /// Retries for requests that never reached the model (connect failures, 429, 503, 529).
     pub retry: RetryPolicy,
+    /// Models that take text only: the images of tool results are described in text to them
+    /// (extensions §10). Every other model is sent the images.
+    pub text_only_models: Vec<String>,
 }
 
 impl AnthropicConfig {
@@ -49,6 +52,7 @@ impl AnthropicConfig {
             timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            text_only_models: Vec::new(),
         }
     }
 
@@ -88,6 +92,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
+            .field("text_only_models", &self.text_only_models)
             .finish()
     }
 }
@@ -119,6 +124,7 @@ impl HttpProvider<AnthropicDialect> {
         connection.header(HeaderName::from_static("anthropic-version"), version);
         let dialect = AnthropicDialect {
             max_tokens: config.max_tokens,
+            text_only_models: config.text_only_models,
         };
         Self::connect(connection, dialect)
     }

@@ -6,9 +6,10 @@ use agentsessions_api::{
 use serde_json::{Map, Value, json};
 
 use super::PROVIDER;
-use crate::content::{inline_opaque, input_schema, kind, tool_result_text, unsupported};
+use crate::content::{inline_opaque, input_schema, kind, unsupported};
 use crate::error::{ModelError, Result};
 use crate::params::{self, Kind, Rules};
+use crate::tool_output::{self, Piece};
 
 /// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
 /// hold the common ones.
@@ -22,13 +23,28 @@ const PARAMS: Rules = Rules {
     reserved: &["system"],
 };
 
+/// How a request is encoded, besides the request itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Encoding {
+    /// `max_tokens` when the params give none.
+    pub(super) max_tokens: u32,
+    /// The model takes images (extensions §10); else each is described in text.
+    pub(super) images: bool,
+    /// Ask for a stream.
+    pub(super) stream: bool,
+}
+
 /// The JSON body for `request`.
 pub(super) fn request_body(
     request: &ModelRequest,
     model: &str,
-    max_tokens: u32,
-    stream: bool,
+    encoding: Encoding,
 ) -> Result<Vec<u8>> {
+    let Encoding {
+        max_tokens,
+        images,
+        stream,
+    } = encoding;
     let mut body = Map::new();
     params::apply(request.params.as_ref(), &PARAMS, &mut body)?;
     if let Some(budget) = body.remove("thinking_budget_tokens") {
@@ -40,7 +56,7 @@ pub(super) fn request_body(
     body.entry("max_tokens")
         .or_insert_with(|| max_tokens.into());
     body.insert("model".into(), model.into());
-    let (system, messages) = messages(&request.messages)?;
+    let (system, messages) = messages(&request.messages, images)?;
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
     }
@@ -58,7 +74,7 @@ pub(super) fn request_body(
 }
 
 /// The `system` blocks and the `messages` turns.
-fn messages(messages: &[Message]) -> Result<(Vec<Value>, Vec<Value>)> {
+fn messages(messages: &[Message], images: bool) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut system = Vec::new();
     let mut turns = Vec::new();
     for message in messages {
@@ -96,9 +112,9 @@ fn messages(messages: &[Message]) -> Result<(Vec<Value>, Vec<Value>)> {
                     let mut block = Map::new();
                     block.insert("type".into(), "tool_result".into());
                     block.insert("tool_use_id".into(), result.id.clone().into());
-                    let text = tool_result_text(result);
-                    if !text.is_empty() {
-                        block.insert("content".into(), text.into());
+                    if let Some(content) = tool_result_content(&tool_output::pieces(result, images))
+                    {
+                        block.insert("content".into(), content);
                     }
                     if result.is_error {
                         block.insert("is_error".into(), true.into());
@@ -126,6 +142,27 @@ fn messages(messages: &[Message]) -> Result<(Vec<Value>, Vec<Value>)> {
         }
     }
     Ok((system, turns))
+}
+
+/// A `tool_result`'s content (extensions §10): a string when the result is only text (none when
+/// it is empty), else its `text` and `image` blocks in order.
+fn tool_result_content(pieces: &[Piece<'_>]) -> Option<Value> {
+    match pieces {
+        [] => None,
+        [Piece::Text(text)] => Some(text.clone().into()),
+        pieces => Some(Value::Array(
+            pieces
+                .iter()
+                .map(|piece| match piece {
+                    Piece::Text(text) => json!({"type": "text", "text": text}),
+                    Piece::Image(image) => json!({
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": image.mime, "data": image.base64()},
+                    }),
+                })
+                .collect(),
+        )),
+    }
 }
 
 fn system_blocks(message: &Message) -> Result<Vec<Value>> {
@@ -187,8 +224,16 @@ mod tests {
 
     use super::*;
 
+    fn encoding(images: bool) -> Encoding {
+        Encoding {
+            max_tokens: 4096,
+            images,
+            stream: false,
+        }
+    }
+
     fn body_json(request: &ModelRequest) -> Value {
-        serde_json::from_slice(&request_body(request, "claude", 4096, false).unwrap()).unwrap()
+        serde_json::from_slice(&request_body(request, "claude", encoding(true)).unwrap()).unwrap()
     }
 
     // brief: system → top-level system; max_tokens default; params typed.
@@ -250,6 +295,54 @@ mod tests {
         );
     }
 
+    fn image_result() -> ModelRequest {
+        let text = |t: &str| Part::Text(TextPart { text: t.into() });
+        ModelRequest {
+            messages: vec![Message {
+                role: "tool".into(),
+                parts: vec![Part::ToolResult(ToolResult {
+                    id: "toolu_1".into(),
+                    content: vec![
+                        text("Here it is:"),
+                        Part::File(agentsessions_api::FilePart {
+                            mime: "image/png".into(),
+                            bytes: b"png!".to_vec(),
+                            ..agentsessions_api::FilePart::default()
+                        }),
+                        text("The MCP logo."),
+                    ],
+                    ..ToolResult::default()
+                })],
+            }],
+            ..ModelRequest::default()
+        }
+    }
+
+    // extensions §10: images go inside the tool_result as image blocks, in content order; a
+    // text-only model gets the text with a placeholder.
+    #[test]
+    fn tool_result_images_are_image_blocks() {
+        assert_eq!(
+            body_json(&image_result())["messages"],
+            json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+            "content": [
+                {"type": "text", "text": "Here it is:"},
+                {"type": "image", "source":
+                    {"type": "base64", "media_type": "image/png", "data": "cG5nIQ=="}},
+                {"type": "text", "text": "The MCP logo."},
+            ]}]}])
+        );
+        let text_only: Value = serde_json::from_slice(
+            &request_body(&image_result(), "claude", encoding(false)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            text_only["messages"][0]["content"][0]["content"],
+            "Here it is:\n[image image/png, 4 bytes: not shown, this model takes text only]\nThe \
+             MCP logo."
+        );
+    }
+
     #[test]
     fn tool_choice_modes() {
         let choice = |mode, name: &str| ToolChoice {
@@ -295,7 +388,8 @@ mod tests {
             body_json(&request(reasoning("openai", b"x")))["messages"],
             json!([])
         );
-        let err = request_body(&request(reasoning(PROVIDER, b"[1]")), "c", 1, false).unwrap_err();
+        let err =
+            request_body(&request(reasoning(PROVIDER, b"[1]")), "c", encoding(true)).unwrap_err();
         assert!(matches!(err, ModelError::InvalidReasoning { .. }), "{err}");
     }
 }

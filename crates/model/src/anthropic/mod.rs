@@ -15,7 +15,7 @@
 //! | `ToolResult` parts              | `tool_result` blocks, first in a `user` turn            |
 //! | `Reasoning` parts from here     | the `thinking` / `redacted_thinking` block, verbatim    |
 //! | `Reasoning` parts from others   | dropped                                                 |
-//! | `File` / `Data` parts           | refused ([`ModelError::UnsupportedPart`])               |
+//! | `File` / `Data` parts (outside tool results) | refused ([`ModelError::UnsupportedPart`]) |
 //! | `tools`                         | `tools[{name,description,input_schema}]`                |
 //! | `tool_choice`                   | `{type:"auto"}`, `"none"`, `"any"` or `{type:"tool",name}` |
 //!
@@ -76,6 +76,7 @@ pub type AnthropicProvider = HttpProvider<AnthropicDialect>;
 #[derive(Debug, Clone)]
 pub struct AnthropicDialect {
     max_tokens: u32,
+    text_only_models: Vec<String>,
 }
 
 impl Dialect for AnthropicDialect {
@@ -84,6 +85,11 @@ impl Dialect for AnthropicDialect {
     type Decode = decode::Decoder;
 
     fn request_body(&self, request: &ModelRequest, model: &str, stream: bool) -> Result<Vec<u8>> {
-        encode::request_body(request, model, self.max_tokens, stream)
+        let encoding = encode::Encoding {
+            max_tokens: self.max_tokens,
+            images: !self.text_only_models.iter().any(|m| m == model),
+            stream,
+        };
+        encode::request_body(request, model, encoding)
     }
 }

@@ -34,6 +34,9 @@ pub struct OpenAiConfig {
     /// Off by default: DeepSeek, for one, rejects `reasoning_content` in requests, while some
     /// servers want it back during tool-call turns.
     pub send_reasoning: bool,
+    /// Models that take text only: the images of tool results are described in text to them
+    /// (extensions §10). Every other model is sent the images.
+    pub text_only_models: Vec<String>,
 }
 
 impl OpenAiConfig {
@@ -50,6 +53,7 @@ impl OpenAiConfig {
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             send_reasoning: false,
+            text_only_models: Vec::new(),
         }
     }
 
@@ -98,6 +102,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
             .field("send_reasoning", &self.send_reasoning)
+            .field("text_only_models", &self.text_only_models)
             .finish()
     }
 }
@@ -131,6 +136,7 @@ impl HttpProvider<OpenAiDialect> {
         }
         let dialect = OpenAiDialect {
             send_reasoning: config.send_reasoning,
+            text_only_models: config.text_only_models,
         };
         Self::connect(connection, dialect)
     }

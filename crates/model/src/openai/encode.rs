@@ -4,9 +4,10 @@ use agentsessions_api::{Message, ModelRequest, Part, ToolChoice, ToolChoiceMode,
 use serde_json::{Map, Value, json};
 
 use super::PROVIDER;
-use crate::content::{inline_opaque, input_schema, tool_result_text, unsupported};
+use crate::content::{inline_opaque, input_schema, unsupported};
 use crate::error::{ModelError, Result};
 use crate::params::{self, Kind, Rules};
+use crate::tool_output;
 
 /// The keys only this dialect types or reserves; [`params::SHARED`] and [`params::RESERVED`]
 /// hold the common ones.
@@ -26,19 +27,34 @@ const PARAMS: Rules = Rules {
     reserved: &["stream_options", "n"],
 };
 
+/// How a request is encoded, besides the request itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Encoding {
+    /// Send this provider's reasoning back as `reasoning_content`.
+    pub(super) send_reasoning: bool,
+    /// The model takes images (extensions §10); else each is described in text.
+    pub(super) images: bool,
+    /// Ask for a stream.
+    pub(super) stream: bool,
+}
+
 /// The JSON body for `request`.
 pub(super) fn request_body(
     request: &ModelRequest,
     model: &str,
-    send_reasoning: bool,
-    stream: bool,
+    encoding: Encoding,
 ) -> Result<Vec<u8>> {
+    let Encoding {
+        send_reasoning,
+        images,
+        stream,
+    } = encoding;
     let mut body = Map::new();
     params::apply(request.params.as_ref(), &PARAMS, &mut body)?;
     body.insert("model".into(), model.into());
     body.insert(
         "messages".into(),
-        Value::Array(messages(&request.messages, send_reasoning)?),
+        Value::Array(messages(&request.messages, send_reasoning, images)?),
     );
     if !request.tools.is_empty() {
         body.insert("tools".into(), tools(&request.tools));
@@ -53,7 +69,7 @@ pub(super) fn request_body(
     Ok(Value::Object(body).to_string().into_bytes())
 }
 
-fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
+fn messages(messages: &[Message], send_reasoning: bool, images: bool) -> Result<Vec<Value>> {
     let mut out = Vec::new();
     for message in messages {
         let role = if message.role.is_empty() {
@@ -65,6 +81,7 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
         let mut reasoning = String::new();
         let mut calls = Vec::new();
         let mut results = Vec::new();
+        let mut shown = Vec::new();
         for part in &message.parts {
             match part {
                 Part::Text(t) => text.push_str(&t.text),
@@ -89,11 +106,16 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
                         "function": {"name": call.tool, "arguments": args.to_string()},
                     }));
                 }
-                Part::ToolResult(result) => results.push(json!({
-                    "role": "tool",
-                    "tool_call_id": result.id,
-                    "content": tool_result_text(result),
-                })),
+                Part::ToolResult(result) => {
+                    let pieces = tool_output::pieces(result, images);
+                    let (text, pictures) = tool_output::text_and_images(&pieces);
+                    results.push(json!({
+                        "role": "tool",
+                        "tool_call_id": result.id,
+                        "content": text,
+                    }));
+                    shown.extend(images_of_call(&result.id, &pictures));
+                }
                 Part::File(_) => return Err(unsupported(role, "file")),
                 Part::Data(_) => return Err(unsupported(role, "data")),
             }
@@ -126,6 +148,11 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
             }
             Value::Object(head)
         });
+        // A tool message carries text only: the images of this message's results follow all of
+        // its tool messages (which must stay together) as one user message.
+        if !shown.is_empty() {
+            results.push(json!({"role": "user", "content": shown}));
+        }
         // Tool messages must directly follow the assistant message that called them, and come
         // before any new user text.
         let calls_first = head.as_ref().is_some_and(|h| h.get("tool_calls").is_some());
@@ -142,6 +169,22 @@ fn messages(messages: &[Message], send_reasoning: bool) -> Result<Vec<Value>> {
         }
     }
     Ok(out)
+}
+
+/// The user-message content parts that show call `id`'s images: a text part naming the call,
+/// then each image as a data URL (extensions §10).
+fn images_of_call(id: &str, images: &[&tool_output::Image<'_>]) -> Vec<Value> {
+    if images.is_empty() {
+        return Vec::new();
+    }
+    let mut parts = vec![json!({"type": "text", "text": format!("Images from tool call {id}:")})];
+    parts.extend(images.iter().map(|image| {
+        json!({
+            "type": "image_url",
+            "image_url": {"url": format!("data:{};base64,{}", image.mime, image.base64())},
+        })
+    }));
+    parts
 }
 
 fn tools(tools: &[ToolDefinition]) -> Value {
@@ -176,7 +219,12 @@ mod tests {
     use super::*;
 
     fn body_json(request: &ModelRequest, send_reasoning: bool) -> Value {
-        let bytes = request_body(request, "m", send_reasoning, false).unwrap();
+        let encoding = Encoding {
+            send_reasoning,
+            images: true,
+            stream: false,
+        };
+        let bytes = request_body(request, "m", encoding).unwrap();
         serde_json::from_slice(&bytes).unwrap()
     }
 
@@ -218,7 +266,12 @@ mod tests {
             }],
             ..ModelRequest::default()
         };
-        let err = request_body(&request, "m", false, false).unwrap_err();
+        let encoding = Encoding {
+            send_reasoning: false,
+            images: true,
+            stream: false,
+        };
+        let err = request_body(&request, "m", encoding).unwrap_err();
         assert_eq!(
             err.status_code(),
             agentsessions_api::StatusCode::InvalidArgument
@@ -250,6 +303,88 @@ mod tests {
                 {"role": "tool", "tool_call_id": "c1", "content": "ok"},
                 {"role": "user", "content": "and now?"},
             ])
+        );
+    }
+
+    fn image_round() -> ModelRequest {
+        let png = Part::File(agentsessions_api::FilePart {
+            mime: "image/png".into(),
+            bytes: b"png!".to_vec(),
+            ..agentsessions_api::FilePart::default()
+        });
+        let text = |t: &str| Part::Text(TextPart { text: t.into() });
+        ModelRequest {
+            messages: vec![
+                Message {
+                    role: "assistant".into(),
+                    parts: vec![
+                        Part::ToolCall(agentsessions_api::ToolCall {
+                            id: "c1".into(),
+                            tool: "img".into(),
+                            ..agentsessions_api::ToolCall::default()
+                        }),
+                        Part::ToolCall(agentsessions_api::ToolCall {
+                            id: "c2".into(),
+                            tool: "echo".into(),
+                            ..agentsessions_api::ToolCall::default()
+                        }),
+                    ],
+                },
+                Message {
+                    role: "tool".into(),
+                    parts: vec![
+                        Part::ToolResult(ToolResult {
+                            id: "c1".into(),
+                            content: vec![text("Here it is:"), png, text("The MCP logo.")],
+                            ..ToolResult::default()
+                        }),
+                        Part::ToolResult(ToolResult {
+                            id: "c2".into(),
+                            content: vec![text("a"), text("b")],
+                            ..ToolResult::default()
+                        }),
+                    ],
+                },
+            ],
+            ..ModelRequest::default()
+        }
+    }
+
+    // extensions §10: a tool message carries text, each image standing in by number; the
+    // images follow all tool messages of the answer in one user message naming their call.
+    #[test]
+    fn tool_result_images_follow_as_a_user_message() {
+        let messages = body_json(&image_round(), false)["messages"].clone();
+        assert_eq!(
+            messages.as_array().unwrap()[1..],
+            [
+                json!({"role": "tool", "tool_call_id": "c1", "content":
+                    "Here it is:\n[image 1: image/png, 4 bytes, in the next user message]\nThe MCP logo."}),
+                json!({"role": "tool", "tool_call_id": "c2", "content": "a\nb"}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "Images from tool call c1:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,cG5nIQ=="}},
+                ]}),
+            ]
+        );
+    }
+
+    // extensions §10: a text-only model gets a placeholder and no image message.
+    #[test]
+    fn a_text_only_model_gets_a_placeholder() {
+        let encoding = Encoding {
+            send_reasoning: false,
+            images: false,
+            stream: false,
+        };
+        let body: Value =
+            serde_json::from_slice(&request_body(&image_round(), "m", encoding).unwrap()).unwrap();
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert_eq!(
+            messages[1]["content"],
+            "Here it is:\n[image image/png, 4 bytes: not shown, this model takes text only]\nThe \
+             MCP logo."
         );
     }
 

@@ -12,9 +12,10 @@
 //! | message role `""`              | `"user"`                                                  |
 //! | text parts                     | concatenated into `content`                               |
 //! | assistant `ToolCall` parts     | `tool_calls[]`, arguments as a JSON string                |
-//! | `ToolResult` parts             | one `{"role":"tool","tool_call_id"}` message each         |
+//! | `ToolResult` parts             | one `{"role":"tool","tool_call_id"}` message each, its text as extensions §10 says |
+//! | images in tool results         | after the tool messages, one `user` message: per call, `Images from tool call <id>:` then `image_url` data URLs |
 //! | `Reasoning` parts              | dropped, unless [`OpenAiConfig::send_reasoning`]          |
-//! | `File` / `Data` parts          | refused ([`ModelError::UnsupportedPart`])                 |
+//! | `File` / `Data` parts (outside tool results) | refused ([`ModelError::UnsupportedPart`]) |
 //! | `tools`                        | `tools[{type:"function",function:{name,description,parameters}}]` |
 //! | `tool_choice`                  | `"auto"`, `"none"`, `"required"` or `{type:"function",…}` |
 //! | `params`                       | see [Params](#params) below                               |
@@ -68,6 +69,7 @@ pub type OpenAiProvider = HttpProvider<OpenAiDialect>;
 #[derive(Debug, Clone)]
 pub struct OpenAiDialect {
     send_reasoning: bool,
+    text_only_models: Vec<String>,
 }
 
 impl Dialect for OpenAiDialect {
@@ -76,6 +78,11 @@ impl Dialect for OpenAiDialect {
     type Decode = decode::Decoder;
 
     fn request_body(&self, request: &ModelRequest, model: &str, stream: bool) -> Result<Vec<u8>> {
-        encode::request_body(request, model, self.send_reasoning, stream)
+        let encoding = encode::Encoding {
+            send_reasoning: self.send_reasoning,
+            images: !self.text_only_models.iter().any(|m| m == model),
+            stream,
+        };
+        encode::request_body(request, model, encoding)
     }
 }
