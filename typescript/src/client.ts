@@ -25,6 +25,7 @@ import {
   type ExecUpdate,
   type PendingApproval,
   type Session,
+  type WatchUpdate,
 } from "./gen/session_pb.js";
 import { messageText, toMessages, type Input } from "./messages.js";
 import { grpcTransport, type Tls } from "./transport.js";
@@ -58,6 +59,19 @@ export type Int64 = number | bigint;
 /** One frame of a running turn: `session` (always first), `record`, `delta` and, from servers
  * that send them, other frames of the Exec stream (such as tool progress). */
 export type ExecItem = Exclude<ExecUpdate["update"], { case: undefined }>;
+
+/** One frame of {@link Client.watchUpdates}: a committed record or a tool's progress. */
+export type WatchItem = Exclude<WatchUpdate["update"], { case: undefined }>;
+
+function tailOptions(signal: AbortSignal | undefined): { signal?: AbortSignal; timeoutMs: number } {
+  return { ...(signal ? { signal } : {}), timeoutMs: 0 };
+}
+
+async function* frames(updates: AsyncIterable<WatchUpdate>): AsyncGenerator<WatchItem> {
+  for await (const update of updates) {
+    if (update.update.case !== undefined) yield update.update;
+  }
+}
 
 /** A finished turn: the newest session frame, the records committed during the turn, the text
  * of its OUTPUT records, and the newest seq seen. */
@@ -355,12 +369,23 @@ export class Client {
   /** The session's records from `fromSeq` on, then each new record as it commits, until the
    * session is deleted or `signal` aborts (then the iteration just ends). A server shutting
    * down ends it with UNAVAILABLE: watch again from the seq after the last record. */
-  async *watch(session: string, options: { fromSeq?: Int64; signal?: AbortSignal } = {}): AsyncGenerator<LogRecord> {
-    const stream = this.rpc.watch({ session, fromSeq: BigInt(options.fromSeq ?? 0) }, { ...(options.signal ? { signal: options.signal } : {}), timeoutMs: 0 });
+  watch(session: string, options: { fromSeq?: Int64; signal?: AbortSignal } = {}): AsyncGenerator<LogRecord> {
+    return this.tailed(this.rpc.watch({ session, fromSeq: BigInt(options.fromSeq ?? 0) }, tailOptions(options.signal)), options.signal);
+  }
+
+  /** {@link watch}, with the progress of the session's running tools between the records
+   * (`{ case: "record" | "progress", value }`; progress is ephemeral, never replayed). */
+  watchUpdates(session: string, options: { fromSeq?: Int64; signal?: AbortSignal } = {}): AsyncGenerator<WatchItem> {
+    const updates = this.rpc.watchUpdates({ session, fromSeq: BigInt(options.fromSeq ?? 0) }, tailOptions(options.signal));
+    return this.tailed(frames(updates), options.signal);
+  }
+
+  /** A stream that ends quietly when its own `signal` aborted it. */
+  private async *tailed<T>(stream: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
     try {
       yield* this.streamed(stream);
     } catch (err) {
-      if (options.signal?.aborted === true && err instanceof AgentSessionsError && err.codeName === "CANCELLED") {
+      if (signal?.aborted === true && err instanceof AgentSessionsError && err.codeName === "CANCELLED") {
         return;
       }
       throw err;
