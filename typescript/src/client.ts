@@ -13,10 +13,10 @@
  * `timeoutMs` (a deadline, DEADLINE_EXCEEDED); failures are {@link AgentSessionsError}s.
  */
 import { create } from "@bufbuild/protobuf";
-import { createClient, type Client as RpcClient, type Transport } from "@connectrpc/connect";
+import { createClient, type Client as RpcClient } from "@connectrpc/connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { verifyRecords, type VerifyReport } from "./canonical.js";
-import { AgentSessionsError, translate } from "./errors.js";
+import { AgentSessionsError, errorFor, StatusCode, translate } from "./errors.js";
 import { EventKind, type IdentityRef, type LogRecord } from "./gen/common_pb.js";
 import {
   Sessions,
@@ -249,7 +249,7 @@ export class Client {
   constructor(target: string, options: ClientOptions = {}) {
     const { transport, session } = grpcTransport(target, options.tls, options.token);
     this.session = session;
-    this.rpc = createClient(Sessions, transport as Transport);
+    this.rpc = createClient(Sessions, transport);
     this.project = options.project ?? "";
     this.timeoutMs = options.timeoutMs;
   }
@@ -430,7 +430,7 @@ export class Client {
     if (requestSeq === 0n) {
       const pending = (await this.getSession(session, options)).pendingApproval;
       if (pending === undefined) {
-        throw translate(new AgentSessionsError(`session ${session} has no pending approval`, 9));
+        throw errorFor(StatusCode.FAILED_PRECONDITION, `session ${session} has no pending approval`);
       }
       ({ executionId, toolCallId, requestSeq } = pending);
     }

@@ -28,6 +28,7 @@ function outputs(records: readonly LogRecord[]): string[] {
 
 const AGENTS: Array<[string, () => Harness]> = [
   ["OpenAI Agents JS", () => openAiAgentsHarness()],
+  ["OpenAI Agents JS, streamed", () => openAiAgentsHarness({ stream: true })],
   ["LangGraph.js", () => langGraphHarness()],
 ];
 

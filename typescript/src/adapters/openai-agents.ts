@@ -265,6 +265,8 @@ export interface AgentsHarnessOptions {
   /** Host-mediated tool names, declared in the descriptor. */
   hostTools?: string[];
   maxTurns?: number;
+  /** Run the agent streamed (`run(..., { stream: true })`), as an app that shows its events. */
+  stream?: boolean;
 }
 
 /** Serves an Agents SDK agent as a harness: each turn runs the agent on the session's
@@ -293,7 +295,16 @@ export class AgentsHarness implements Harness {
     const model = new HostModel(sink, start.model);
     const agent = this.build(model, start);
     const context: HostContext = { sink, start, model };
-    const result = await run(agent, toItems(start.conversation()), { context, maxTurns: this.options.maxTurns ?? 10, signal: sink.signal });
+    const options = { context, maxTurns: this.options.maxTurns ?? 10, signal: sink.signal };
+    const input = toItems(start.conversation());
+    let result;
+    if (this.options.stream === true) {
+      result = await run(agent, input, { ...options, stream: true });
+      await result.completed;
+      if (result.error !== null && result.error !== undefined) throw result.error;
+    } else {
+      result = await run(agent, input, options);
+    }
     // A turn that ends on a tool (a tool-use behavior that stops there) reports its outputs
     // and says the final output, which no completion carried.
     await model.reportToolOutputs(result.newItems.flatMap((item) => (item.type === "tool_call_output_item" && item.rawItem.type === "function_call_result" ? [item.rawItem] : [])));

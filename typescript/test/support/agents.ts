@@ -13,7 +13,7 @@ export const COUNT = { name: "counter__count", description: "Counts its calls", 
 /** Calls of `lookup`, by key: a harness-local tool runs again on replay. */
 export const lookups: string[] = [];
 
-export function openAiAgentsHarness(options: { stopOnTool?: boolean } = {}): AgentsHarness {
+export function openAiAgentsHarness(options: { stopOnTool?: boolean; stream?: boolean } = {}): AgentsHarness {
   const lookup = tool({
     name: "lookup",
     description: "Looks a key up.",
@@ -34,7 +34,7 @@ export function openAiAgentsHarness(options: { stopOnTool?: boolean } = {}): Age
         model,
         ...(options.stopOnTool === true ? { toolUseBehavior: "stop_on_first_tool" as const } : {}),
       }),
-    { tools: ["lookup"], hostTools: [COUNT.name] },
+    { tools: ["lookup"], hostTools: [COUNT.name], stream: options.stream ?? false },
   );
 }
 
