@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "../src/client.js";
 import { EventKind, type LogRecord } from "../src/gen/common_pb.js";
 import { serve, type Harness, type HarnessServer } from "../src/harness.js";
-import { COUNT, langGraphHarness, lookups, openAiAgentsHarness } from "./support/agents.js";
+import { COUNT, langGraphHarness, langGraphStopHarness, lookups, openAiAgentsHarness } from "./support/agents.js";
 import { counted, counterConfig, Daemon, mcpUp, tempDir } from "./support/daemon.js";
 import { STUB_KEY_VARIABLE, StubModel } from "./support/stub-model.js";
 
@@ -99,22 +99,28 @@ for (const [label, make] of AGENTS) {
 }
 
 describe("a turn that ends on a tool", () => {
-  test("reports the tool's output and says it", async () => {
-    const stub = await StubModel.start();
-    const server = await serve(openAiAgentsHarness({ stopOnTool: true }));
-    const daemon = await Daemon.start(tempDir(), [...stub.modelFlags(), `--harness=agent=${server.address}`], { env: { [STUB_KEY_VARIABLE]: "stub-key" } });
-    const client = new Client(daemon.addr);
-    try {
-      const turn = await client.run('/tool lookup {"key":"last"}', { harness: "agent" });
-      assert.deepEqual(kinds(turn.records), ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "USAGE", "TOOL_RESULT", "OUTPUT", "END"]);
-      assert.deepEqual(outputs(turn.records).at(-1), "value-of-last");
-      assert.equal(stub.calls, 1);
-      assert.equal((await client.verify(turn.session.metadata!.uid)).ok, true);
-    } finally {
-      client.close();
-      await daemon.kill();
-      await server.close(0);
-      await stub.stop();
-    }
-  });
+  const STOPPERS: Array<[string, () => Harness]> = [
+    ["OpenAI Agents JS (stop_on_first_tool)", () => openAiAgentsHarness({ stopOnTool: true })],
+    ["LangGraph.js (a graph ending on its tool node)", () => langGraphStopHarness()],
+  ];
+  for (const [label, make] of STOPPERS) {
+    test(`${label} reports the tool's output and says it`, async () => {
+      const stub = await StubModel.start();
+      const server = await serve(make());
+      const daemon = await Daemon.start(tempDir(), [...stub.modelFlags(), `--harness=agent=${server.address}`], { env: { [STUB_KEY_VARIABLE]: "stub-key" } });
+      const client = new Client(daemon.addr);
+      try {
+        const turn = await client.run('/tool lookup {"key":"last"}', { harness: "agent" });
+        assert.deepEqual(kinds(turn.records), ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "USAGE", "TOOL_RESULT", "OUTPUT", "END"]);
+        assert.deepEqual(outputs(turn.records).at(-1), "value-of-last");
+        assert.equal(stub.calls, 1);
+        assert.equal((await client.verify(turn.session.metadata!.uid)).ok, true);
+      } finally {
+        client.close();
+        await daemon.kill();
+        await server.close(0);
+        await stub.stop();
+      }
+    });
+  }
 });

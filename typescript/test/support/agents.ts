@@ -2,7 +2,8 @@
  * graph, each with a harness-local tool `lookup` and the host's `counter__count`. */
 import { Agent, tool } from "@openai/agents";
 import { tool as lcTool } from "@langchain/core/tools";
-import { createReactAgent } from "@langchain/langgraph/prebuilt";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { createReactAgent, ToolNode } from "@langchain/langgraph/prebuilt";
 import { z } from "zod";
 import { AgentsHarness, hostTool as agentsHostTool } from "../../src/adapters/openai-agents.js";
 import { LangGraphHarness, hostTool as graphHostTool, type MessagesGraph } from "../../src/adapters/langgraph.js";
@@ -51,5 +52,24 @@ export function langGraphHarness(): LangGraphHarness {
     "langgraph-lookup",
     (model) => createReactAgent({ llm: model, tools: [lookup, count], prompt: "You look things up." }) as unknown as MessagesGraph,
     { tools: ["lookup"], hostTools: [COUNT.name] },
+  );
+}
+
+/** A graph that ends on its tool node: model → lookup → end, no model call after the tool. */
+export function langGraphStopHarness(): LangGraphHarness {
+  const lookup = lcTool(({ key }: { key: string }) => `value-of-${key}`, { name: "lookup", description: "Looks a key up.", schema: z.object({ key: z.string() }) });
+  return new LangGraphHarness(
+    "langgraph-stop",
+    (model) => {
+      const bound = model.bindTools([lookup]);
+      return new StateGraph(MessagesAnnotation)
+        .addNode("model", async (state) => ({ messages: [await bound.invoke(state.messages)] }))
+        .addNode("tools", new ToolNode([lookup]))
+        .addEdge(START, "model")
+        .addEdge("model", "tools")
+        .addEdge("tools", END)
+        .compile() as unknown as MessagesGraph;
+    },
+    { tools: ["lookup"] },
   );
 }
