@@ -64,12 +64,20 @@ pub(crate) fn from_answer(answer: &CallToolResult) -> ToolResult {
 
 fn part(block: &ContentBlock) -> Part {
     match block {
-        ContentBlock::Text(text) => Part::Text(TextPart {
-            text: text.text.clone(),
-        }),
-        ContentBlock::Image(image) => media(&image.data, &image.mime_type, block),
-        ContentBlock::Audio(audio) => media(&audio.data, &audio.mime_type, block),
-        // Resources, links and any kind a later protocol adds: kept whole, as JSON.
+        // A block with annotations or `_meta` is kept whole, as JSON: a text or file part has no
+        // place for them, and the journal keeps what the server returned (extensions §10).
+        ContentBlock::Text(text) if text.annotations.is_none() && text.meta.is_none() => {
+            Part::Text(TextPart {
+                text: text.text.clone(),
+            })
+        }
+        ContentBlock::Image(image) if image.annotations.is_none() && image.meta.is_none() => {
+            media(&image.data, &image.mime_type, block)
+        }
+        ContentBlock::Audio(audio) if audio.annotations.is_none() && audio.meta.is_none() => {
+            media(&audio.data, &audio.mime_type, block)
+        }
+        // Resources, links, annotated blocks and any kind a later protocol adds: kept whole.
         _ => as_data(block),
     }
 }
@@ -114,6 +122,21 @@ mod tests {
         assert!(
             matches!(&result.content[1], Part::File(f) if f.bytes == b"hi" && f.mime == "image/png")
         );
+    }
+
+    // extensions §10: annotations stay in the journal, with the block they annotate.
+    #[test]
+    fn annotated_blocks_are_kept_whole() {
+        let annotations = rmcp::model::Annotations::default().with_priority(0.5);
+        let mut text = rmcp::model::TextContent::new("Error: Operation failed");
+        text.annotations = Some(annotations);
+        let result = from_answer(&CallToolResult::success(vec![ContentBlock::Text(text)]));
+        let Part::Data(data) = &result.content[0] else {
+            panic!("kept whole: {:?}", result.content)
+        };
+        assert_eq!(data["type"], "text");
+        assert_eq!(data["text"], "Error: Operation failed");
+        assert_eq!(data["annotations"]["priority"], 0.5);
     }
 
     #[test]
