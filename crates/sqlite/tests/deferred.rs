@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use agentsessions_journal::Log as _;
 use agentsessions_journal::{AppendRequest, FenceUse, LogExt as _, Wait};
+use agentsessions_journal::{Catalog as _, Log as _};
 use agentsessions_sqlite::{Durability, SqliteJournal, SqliteOptions};
 use agentsessions_testkit::fixtures::input;
 
@@ -332,4 +332,32 @@ async fn a_queued_append_is_handed_back_before_its_commit() {
         j.read("s", 1, 0).await.unwrap(),
         [queued[0].clone(), durable]
     );
+}
+
+// A settled compute state is an observation a crash may take back (the next settle makes it
+// again), so it is never a batch readers wait for: after a turn's settle, a read answers at once
+// instead of waiting out the settle's held sync (here 30 s), and no sync is spent on it.
+#[tokio::test]
+async fn a_read_after_a_settle_waits_for_no_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir, Duration::from_secs(30));
+    let fence = j.new_fence("s").await.unwrap();
+    let head = j.append_one("s", 0, fence, input("one")).await.unwrap().seq;
+    let before = j.wal_syncs();
+    let settled = j
+        .settle_compute_state("s", head, agentsessions_api::ComputeState::None)
+        .await
+        .unwrap();
+    assert!(settled, "the settle found the head it named");
+    let read = tokio::time::timeout(Duration::from_secs(5), j.read("s", 1, 0))
+        .await
+        .expect("a read after a settle waits for no sync")
+        .unwrap();
+    assert_eq!(read.len(), 1);
+    let row = tokio::time::timeout(Duration::from_secs(5), j.session_info("s"))
+        .await
+        .expect("a row read after a settle waits for no sync")
+        .unwrap();
+    assert_eq!(row.compute_state, agentsessions_api::ComputeState::None);
+    assert_eq!(j.wal_syncs(), before, "the settle spent no sync");
 }

@@ -280,9 +280,19 @@ impl Writer {
         }
     }
 
-    /// Applies and commits one batch; `None` when it failed before anything was applied (its
-    /// callers are already told).
+    /// Applies and commits one batch; `None` when there is nothing left to make durable: it
+    /// failed before anything was applied, or it held observations only (its callers are
+    /// already told either way).
+    ///
+    /// A batch of settled compute states only is an observation of the runtimes that a crash
+    /// may take back and the next settle makes again: it is committed without becoming a batch
+    /// readers wait for. Readers' durability target stays the batch before it, and the next
+    /// WAL sync covers its pages; otherwise every read after a turn's settle would wait out the
+    /// settle's sync (or a held batch's linger).
     fn commit_batch(&mut self, commands: &mut Vec<Command>) -> Option<Batch> {
+        let observations_only = commands
+            .iter()
+            .all(|cmd| matches!(cmd, Command::SettleCompute { .. }));
         let refusal: Option<Box<dyn Fn() -> JournalError>> =
             if let Some(reason) = self.watermark.failure() {
                 Some(Box::new(move || sync_failed(&reason)))
@@ -313,7 +323,9 @@ impl Writer {
                 Err(failure)
             }
             None => {
-                self.watermark.begin_commit();
+                if !observations_only {
+                    self.watermark.begin_commit();
+                }
                 self.commit()
             }
         };
@@ -327,6 +339,9 @@ impl Writer {
                 done.into_iter().partition(Done::at_commit);
             at_commit.into_iter().for_each(Done::send);
             done = at_sync;
+            if observations_only {
+                return None;
+            }
         }
         Some(Batch {
             id: self.watermark.current(),
