@@ -230,6 +230,14 @@ export class Sink {
     return this.x.stopped !== undefined;
   }
 
+  /** Runs one sink call after the ones before it; after a protocol failure, none. */
+  private call<T>(step: () => Promise<T>): Promise<T> {
+    return this.turnstile.run(async () => {
+      if (this.failure !== undefined) throw this.failure;
+      return step();
+    });
+  }
+
   private fail(why: string): HarnessError {
     this.failure = new HarnessError(why);
     return this.failure;
@@ -254,7 +262,7 @@ export class Sink {
         },
       },
     });
-    return this.turnstile.run(async () => {
+    return this.call(async () => {
       await this.x.emit(event);
       const frame = await this.x.reply();
       if (frame.frame.case !== "model" || frame.frame.value.modelCallId !== id) {
@@ -270,7 +278,7 @@ export class Sink {
   toolCall(call: ToolCall | MessageInitShape<typeof ToolCallSchema>): Promise<ToolResult> {
     const tool = create(ToolCallSchema, call);
     const event = create(EventSchema, { kind: EventKind.EVENT_TOOL_CALL, body: { case: "tool", value: tool } });
-    return this.turnstile.run(async () => {
+    return this.call(async () => {
       await this.x.emit(event);
       let frame = await this.x.reply();
       if (frame.frame.case === "park") {
@@ -298,19 +306,19 @@ export class Sink {
    * again on replay: keep them free of effects that must not repeat. */
   report(result: ToolResult | MessageInitShape<typeof ToolResultSchema>): Promise<void> {
     const event = create(EventSchema, { kind: EventKind.EVENT_TOOL_RESULT, body: { case: "result", value: create(ToolResultSchema, result) } });
-    return this.turnstile.run(() => this.x.emit(event));
+    return this.call(() => this.x.emit(event));
   }
 
   /** Records text the harness produced itself (not a model's answer). */
   output(text: string): Promise<void> {
     const event = create(EventSchema, { kind: EventKind.EVENT_OUTPUT, body: { case: "message", value: textMessage(text, "assistant") } });
-    return this.turnstile.run(() => this.x.emit(event));
+    return this.call(() => this.x.emit(event));
   }
 
   /** Records token accounting. */
   usage(usage: Usage | MessageInitShape<typeof UsageSchema>): Promise<void> {
     const event = create(EventSchema, { kind: EventKind.EVENT_USAGE, body: { case: "usage", value: create(UsageSchema, usage) } });
-    return this.turnstile.run(() => this.x.emit(event));
+    return this.call(() => this.x.emit(event));
   }
 
   /** Asks the host for a delegated token for `audience` (the Start's identity says whether the
@@ -318,7 +326,7 @@ export class Sink {
   mint(audience: string[]): Promise<string> {
     const requestId = randomBytes(8).toString("hex");
     const event = create(EventSchema, { kind: EventKind.EVENT_KIND_UNSPECIFIED, body: { case: "mintRequest", value: { requestId, audience } } });
-    return this.turnstile.run(async () => {
+    return this.call(async () => {
       await this.x.emit(event);
       const frame = await this.x.reply();
       if (frame.frame.case !== "mintResult" || frame.frame.value.requestId !== requestId) {
