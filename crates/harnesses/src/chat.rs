@@ -15,14 +15,15 @@
 //! when the harness reports it). An answer that carries no usage at all (the default value, which
 //! is also what replay serves for a completion recorded without USAGE) reports none.
 //!
-//! History from earlier turns keeps the assistant's text but not its tool calls: their results
-//! are not messages, and a provider refuses tool calls without results. The one exception is a
-//! turn the host closed unfinished (extensions §9): an answer whose
-//! calls the host settled keeps them, followed by a `tool` message with a result for every one
-//! of them (the recorded result, the host's "outcome unknown, not retried" or "not run", or, for
-//! a call the turn never made, "not run"), so the model is told that a call with side effects
-//! may have run, and every call it sees has its answer. Histories without such a turn give the
-//! same messages as before, so they replay as recorded.
+//! History from earlier turns keeps their tool rounds: every answer that asked for tools is sent
+//! with its tool calls, followed by a `tool` message answering each of them, so the model
+//! remembers what a tool returned turns ago. The answer is the recorded TOOL_RESULT (a denial
+//! receipt, the host's "outcome unknown, not retried" or "not run" for a turn it closed, extensions
+//! §9, included); a call that was made but has no result is "outcome unknown"; a call that was
+//! never made (its tool was not offered, the step limit was reached, or the turn ended first) is
+//! "not run". Everything comes from the journal, so replay and resume build the same messages and
+//! call no model and no tool. Journals written before the tool rounds were kept give other
+//! messages for the turns after a tool round, so replaying those turns reports a divergence.
 //!
 //! # Config
 //!
@@ -39,7 +40,7 @@
 //! config. The rejected turn stays incomplete: a resume reads the same journaled config and fails
 //! the same way, and a new execution supersedes it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -152,9 +153,9 @@ impl Harness for ChatHarness {
     }
 
     /// Model calls with, in order: the system message from the config (if any), every history
-    /// event of kind INPUT or OUTPUT that carries a message (journal order, tool calls left
-    /// out but for a turn the host closed unfinished, see the module docs), all of this
-    /// execution's inputs, then each earlier step's answer and tool results.
+    /// event of kind INPUT or OUTPUT that carries a message (journal order, each answer that
+    /// asked for tools followed by their answers, see the module docs), all of this execution's
+    /// inputs, then each earlier step's answer and tool results.
     ///
     /// # Errors
     ///
@@ -204,14 +205,23 @@ impl Harness for ChatHarness {
     }
 }
 
-/// The history as model messages (see the module docs): INPUTs and OUTPUTs in journal order, an
-/// OUTPUT without its tool calls unless the host settled one of them when it closed the turn.
+/// The history as model messages (see the module docs): INPUTs (without tool-call parts) and
+/// OUTPUTs in journal order, each OUTPUT that asks for tools followed by the `tool` message
+/// answering every one of its calls, as the turn's next model call read it.
 fn history_messages(history: &History) -> Vec<Message> {
     let results: HashMap<&str, &ToolResult> = history
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)
         .filter_map(|event| match &event.body {
             Some(EventBody::Result(result)) => Some((result.id.as_str(), result)),
+            _ => None,
+        })
+        .collect();
+    let made: HashSet<&str> = history
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolCall)
+        .filter_map(|event| match &event.body {
+            Some(EventBody::ToolCall(call)) => Some(call.id.as_str()),
             _ => None,
         })
         .collect();
@@ -232,15 +242,26 @@ fn history_messages(history: &History) -> Vec<Message> {
                     index,
                 };
                 let calls = requested_calls(message);
-                let answers: Vec<Option<&ToolResult>> = (0..calls.len())
-                    .map(|index| results.get(site(index).call_id().as_str()).copied())
+                let answers: Vec<ToolResult> = (0..calls.len())
+                    .map(|index| {
+                        let id = site(index).call_id();
+                        match results.get(id.as_str()) {
+                            Some(result) => model_facing((*result).clone()),
+                            None if made.contains(id.as_str()) => {
+                                model_facing(ToolResult::outcome_unknown(""))
+                            }
+                            None => ToolResult {
+                                is_error: true,
+                                error: NEVER_MADE.to_owned(),
+                                ..ToolResult::default()
+                            },
+                        }
+                    })
                     .collect();
                 *step += 1;
-                if answers.iter().flatten().any(|r| r.settles_closed_turn()) {
-                    messages.push(message.clone());
-                    messages.push(settled_calls(&calls, &answers));
-                } else {
-                    messages.extend(without_tool_calls(message));
+                messages.push(message.clone());
+                if !calls.is_empty() {
+                    messages.push(answered_calls(&calls, answers));
                 }
             }
             _ => {}
@@ -249,24 +270,17 @@ fn history_messages(history: &History) -> Vec<Message> {
     messages
 }
 
-/// What the model is told of a call its answer asked for that the closed turn never made.
-const NEVER_MADE: &str = "not run: the turn was closed before this call was made";
+/// What the model is told of a call its answer asked for that was never made: the tool was not
+/// offered, the turn reached its step limit, or the turn ended before the call.
+const NEVER_MADE: &str = "not run: this call was never made (its tool was not offered, the \
+                          turn reached its step limit, or the turn ended before it)";
 
-/// The `tool` message answering `calls` of a turn the host closed: each recorded result (as the
-/// model reads one), or "not run" for a call the turn never made.
-fn settled_calls(calls: &[ToolCall], answers: &[Option<&ToolResult>]) -> Message {
+/// The `tool` message answering `calls` with `answers`, under the model's own call ids.
+fn answered_calls(calls: &[ToolCall], answers: Vec<ToolResult>) -> Message {
     let parts = calls
         .iter()
         .zip(answers)
         .map(|(call, answer)| {
-            let answer = answer.map_or_else(
-                || ToolResult {
-                    is_error: true,
-                    error: NEVER_MADE.to_owned(),
-                    ..ToolResult::default()
-                },
-                |result| model_facing(result.clone()),
-            );
             Part::ToolResult(ToolResult {
                 id: call.id.clone(),
                 ..answer
@@ -279,8 +293,8 @@ fn settled_calls(calls: &[ToolCall], answers: &[Option<&ToolResult>]) -> Message
     }
 }
 
-/// A history message as later model calls see it: without tool-call parts (their results are not
-/// in the history), and left out when nothing else remains.
+/// An input message as model calls see it: without tool-call parts (an input cannot carry their
+/// answers), and left out when nothing else remains.
 fn without_tool_calls(message: &Message) -> Option<Message> {
     if !message.parts.iter().any(|p| matches!(p, Part::ToolCall(_))) {
         return Some(message.clone());
@@ -701,68 +715,84 @@ mod tests {
         assert_eq!((models, tools), (2, 1));
     }
 
-    // Tool loop: earlier turns' tool calls are left out of the history (their results are not
-    // messages); a message left empty is dropped.
+    fn at(execution: &str, kind: EventKind, body: EventBody) -> Event {
+        Event::new(kind, body).with_execution(execution.to_owned())
+    }
+
+    fn recorded(id: &str, result: ToolResult) -> Event {
+        at(
+            "x0",
+            EventKind::ToolResult,
+            EventBody::Result(ToolResult {
+                id: id.into(),
+                ..result
+            }),
+        )
+    }
+
+    fn made(id: &str) -> Event {
+        at(
+            "x0",
+            EventKind::ToolCall,
+            EventBody::ToolCall(ToolCall {
+                id: id.into(),
+                tool: "lookup".into(),
+                ..ToolCall::default()
+            }),
+        )
+    }
+
+    /// The (model call id, is_error, error, text) of each answer in a `tool` message.
+    fn answers(message: &Message) -> Vec<(String, bool, String, String)> {
+        assert_eq!(message.role, "tool");
+        message
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::ToolResult(r) => (
+                    r.id.clone(),
+                    r.is_error,
+                    r.error.clone(),
+                    r.content
+                        .iter()
+                        .filter_map(|p| match p {
+                            Part::Text(t) => Some(t.text.as_str()),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                other => panic!("a tool message holds results, got {other:?}"),
+            })
+            .collect()
+    }
+
+    // Tool loop: an earlier turn's answers keep their tool calls, each followed by the tool
+    // message answering every call (the recorded result without the host's receipt fields, a
+    // denial, "outcome unknown" for a call made without a result, "not run" for one never made);
+    // an answer without calls is kept as it is.
     #[tokio::test]
-    async fn history_keeps_text_but_not_tool_calls() {
-        let mut mixed = asks_for(&[("m1", "lookup")]);
-        mixed.parts.insert(
+    async fn history_keeps_earlier_tool_rounds_with_their_answers() {
+        let mut first = asks_for(&[("m0", "lookup"), ("m1", "pay")]);
+        first.parts.insert(
             0,
             Part::Text(agentsessions_api::TextPart {
                 text: "checking".into(),
             }),
         );
-        let start = Start {
-            history: vec![
-                Event::new(
-                    EventKind::Output,
-                    EventBody::Message(asks_for(&[("m0", "lookup")])),
-                ),
-                Event::new(EventKind::Output, EventBody::Message(mixed)),
-            ]
-            .into(),
-            ..exec_start()
-        };
-        let sink = RecordingSink::default();
-        chat().run(&start, &sink).await.unwrap();
-        assert_eq!(
-            only_request(&sink).messages,
-            vec![
-                Message::text_message("assistant", "checking"),
-                Message::text_message("user", "hi"),
-            ]
-        );
-    }
-
-    // extensions §9: an answer of a turn the host closed keeps its calls,
-    // each answered in the tool message that follows (recorded result, the host's settlement, or
-    // "not run" for the call never made); the earlier answer of that turn, whose calls all ran,
-    // keeps only its text as before.
-    #[tokio::test]
-    async fn history_keeps_the_calls_a_closed_turn_left_open_with_their_answers() {
-        let at = |execution: &str, kind, body| {
-            Event::new(kind, body).with_execution(execution.to_owned())
-        };
-        let result = |id: &str, result: ToolResult| {
-            at(
-                "x0",
-                EventKind::ToolResult,
-                EventBody::Result(ToolResult {
-                    id: id.into(),
-                    ..result
-                }),
-            )
-        };
-        let mut first = asks_for(&[("m0", "lookup")]);
-        first.parts.insert(
-            0,
-            Part::Text(agentsessions_api::TextPart {
-                text: "looking".into(),
-            }),
-        );
-        let second = asks_for(&[("m1", "lookup"), ("m2", "lookup"), ("m3", "lookup")]);
+        let second = asks_for(&[("m2", "lookup"), ("m3", "missing")]);
         let ran = ToolResult {
-            output: serde_json::json!({"v": 1}).as_object().cloned(),
+            content: vec![Part::Text(agentsessions_api::TextPart {
+                text: "21C".into(),
+            })],
+            approval_request_seq: 0,
+            ..ToolResult::default()
+        };
+        let denied = ToolResult {
+            is_error: true,
+            error: "approval denied: not today".into(),
+            code: agentsessions_api::ToolResultCode::ApprovalDenied,
+            approval_request_seq: 5,
+            approval_decision_seq: 6,
             ..ToolResult::default()
         };
         let start = Start {
@@ -770,13 +800,20 @@ mod tests {
                 at(
                     "x0",
                     EventKind::Input,
-                    EventBody::Message(Message::text_message("user", "go")),
+                    EventBody::Message(Message::text_message("user", "weather?")),
                 ),
-                at("x0", EventKind::Output, EventBody::Message(first)),
-                result("x0/tool/0/0", ran.clone()),
+                at("x0", EventKind::Output, EventBody::Message(first.clone())),
+                made("x0/tool/0/0"),
+                recorded("x0/tool/0/0", ran),
+                made("x0/tool/0/1"),
+                recorded("x0/tool/0/1", denied),
                 at("x0", EventKind::Output, EventBody::Message(second.clone())),
-                result("x0/tool/1/0", ran),
-                result("x0/tool/1/1", ToolResult::outcome_unknown("")),
+                made("x0/tool/1/0"),
+                at(
+                    "x0",
+                    EventKind::Output,
+                    EventBody::Message(Message::text_message("assistant", "done")),
+                ),
             ]
             .into(),
             ..exec_start()
@@ -784,30 +821,116 @@ mod tests {
         let sink = RecordingSink::default();
         chat().run(&start, &sink).await.unwrap();
         let messages = only_request(&sink).messages;
-        assert_eq!(messages.len(), 5, "{messages:?}");
-        assert_eq!(messages[1], Message::text_message("assistant", "looking"));
-        assert_eq!(messages[2], second);
-        let answers: Vec<(String, bool, String)> = messages[3]
-            .parts
-            .iter()
-            .map(|part| match part {
-                Part::ToolResult(r) => (r.id.clone(), r.is_error, r.error.clone()),
-                other => panic!("a tool message holds results, got {other:?}"),
-            })
-            .collect();
-        assert_eq!(messages[3].role, "tool");
+        assert_eq!(messages.len(), 7, "{messages:?}");
+        assert_eq!(messages[1], first);
         assert_eq!(
-            answers,
+            answers(&messages[2]),
             [
-                ("m1".to_owned(), false, String::new()),
+                ("m0".into(), false, String::new(), "21C".into()),
                 (
-                    "m2".to_owned(),
+                    "m1".into(),
                     true,
-                    agentsessions_api::OUTCOME_UNKNOWN.to_owned()
+                    "approval denied: not today".into(),
+                    String::new()
                 ),
-                ("m3".to_owned(), true, NEVER_MADE.to_owned()),
             ]
         );
-        assert_eq!(messages[4], Message::text_message("user", "hi"));
+        let Part::ToolResult(denial) = &messages[2].parts[1] else {
+            panic!("a result")
+        };
+        assert_eq!(
+            (denial.approval_request_seq, denial.code),
+            (0, agentsessions_api::ToolResultCode::Unspecified),
+            "the host's receipt fields stay out"
+        );
+        assert_eq!(messages[3], second);
+        assert_eq!(
+            answers(&messages[4]),
+            [
+                (
+                    "m2".into(),
+                    true,
+                    agentsessions_api::OUTCOME_UNKNOWN.into(),
+                    String::new()
+                ),
+                ("m3".into(), true, NEVER_MADE.into(), String::new()),
+            ]
+        );
+        assert_eq!(messages[5], Message::text_message("assistant", "done"));
+        assert_eq!(messages[6], Message::text_message("user", "hi"));
+    }
+
+    // Tool loop: the second turn's model call reads the first turn's tool call and its answer
+    // exactly as the first turn's own next step did.
+    #[tokio::test]
+    async fn a_second_turn_reads_the_first_turns_tool_round() {
+        let catalog = catalog();
+        let sink = RecordingSink::answering(vec![asks_for(&[("m1", "lookup")])]);
+        tool_chat(&catalog).run(&exec_start(), &sink).await.unwrap();
+        let calls = sink.calls();
+        let [.., Call::Model(live_next), Call::Usage(_)] = calls.as_slice() else {
+            panic!("unexpected calls {calls:?}")
+        };
+        // The first turn as the journal holds it: its input, the answer asking for the tool, the
+        // call and its result, the final answer.
+        let mut history = vec![at(
+            "x1",
+            EventKind::Input,
+            EventBody::Message(Message::text_message("user", "hi")),
+        )];
+        for call in &calls {
+            match call {
+                Call::Model(_) | Call::Usage(_) => {}
+                Call::ToolCall(made) => {
+                    history.push(at(
+                        "x1",
+                        EventKind::ToolCall,
+                        EventBody::ToolCall(made.clone()),
+                    ));
+                    history.push(at(
+                        "x1",
+                        EventKind::ToolResult,
+                        EventBody::Result(ToolResult {
+                            id: made.id.clone(),
+                            ..ToolResult::default()
+                        }),
+                    ));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        history.insert(
+            1,
+            at(
+                "x1",
+                EventKind::Output,
+                EventBody::Message(asks_for(&[("m1", "lookup")])),
+            ),
+        );
+        let next = Start {
+            execution_id: "x2".into(),
+            history: history.into(),
+            inputs: vec![Message::text_message("user", "and again?")],
+            ..Start::default()
+        };
+        let second = RecordingSink::default();
+        tool_chat(&catalog).run(&next, &second).await.unwrap();
+        let request = second
+            .calls()
+            .into_iter()
+            .find_map(|c| match c {
+                Call::Model(request) => Some(request),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            request.messages[..3],
+            live_next.messages[..3],
+            "the first turn's input, tool call and answer, as the first turn sent them"
+        );
+        assert_eq!(
+            request.messages[3],
+            Message::text_message("user", "and again?")
+        );
     }
 }
