@@ -218,6 +218,18 @@ export interface ExecOptions {
   signal?: AbortSignal;
 }
 
+/** What {@link Client.createSession} makes: a session on `harness` (the server's default when
+ * empty), with the agent principal `identity` (provenance; a host with `[identity]` mints
+ * delegated tokens for it). */
+export interface SessionSpec {
+  harness?: string;
+  model?: string;
+  name?: string;
+  project?: string;
+  labels?: Record<string, string>;
+  identity?: Partial<Pick<IdentityRef, "principal" | "issuer" | "subject">>;
+}
+
 /** Options of {@link Client.approve}. Without a request reference, the session's pending
  * approval is decided. */
 export interface DecisionOptions extends CallOptions {
@@ -279,12 +291,13 @@ export class Client {
   // Sessions
 
   /** Creates a session on `harness` (the server's default when empty). */
-  createSession(spec: { harness?: string; model?: string; name?: string; project?: string; labels?: Record<string, string> } = {}, call?: CallOptions): Promise<Session> {
+  createSession(spec: SessionSpec = {}, call?: CallOptions): Promise<Session> {
     const session = {
       metadata: { project: spec.project || this.project, name: spec.name ?? "" },
       harness: spec.harness ?? "",
       model: spec.model ?? "",
       labels: spec.labels ?? {},
+      ...(spec.identity !== undefined ? { identity: spec.identity } : {}),
     };
     return this.unary(() => this.rpc.createSession({ session }, this.options(call)));
   }

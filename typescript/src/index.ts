@@ -5,7 +5,7 @@
  * and `agentsessions/adapters/langgraph`.
  */
 export { Client, ExecStream, Paged, PAGE_RECORDS } from "./client.js";
-export type { CallOptions, ClientOptions, Decided, DecisionOptions, ExecItem, ExecOptions, Int64, TurnError, TurnResult, WatchItem } from "./client.js";
+export type { CallOptions, ClientOptions, Decided, DecisionOptions, ExecItem, ExecOptions, Int64, SessionSpec, TurnError, TurnResult, WatchItem } from "./client.js";
 export { CanonicalError, canonicalEvent, canonicalMessage, canonicalRecord, contentHash, eventJson, jcs, verifyRecords } from "./canonical.js";
 export type { VerifyFailure, VerifyReport } from "./canonical.js";
 export * from "./errors.js";
