@@ -18,10 +18,42 @@ from ._shared import Delta, Tls, TurnResult, message_text, text_message
 from .aio import AsyncClient, AsyncExecStream
 from .canonical import VerifyReport, content_hash, verify_records
 from .client import Client, ExecStream, RegistryClient
-from .errors import AgentSessionsError
+from .errors import (
+    Aborted,
+    AgentSessionsError,
+    AlreadyExists,
+    Cancelled,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from .harness import ApprovalParked, HarnessError, HostGone
 
 __all__ = [
+    "Aborted",
     "AgentSessionsError",
+    "AlreadyExists",
+    "ApprovalParked",
+    "Cancelled",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "HarnessError",
+    "HostGone",
+    "Internal",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
     "AsyncClient",
     "AsyncExecStream",
     "Client",

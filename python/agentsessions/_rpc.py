@@ -7,7 +7,8 @@ paging and the mapping of errors. :mod:`.client` carries them over a blocking ch
   call's response, and returns the result (``yield from`` another operation makes its calls).
 * A listing (:class:`Paged`) is the call for its first page, the items of a page and the call
   for the page after it (None after the last).
-* Exec and Replay stream, so they are one :class:`Call`, whose response the client iterates.
+* Exec and Watch stream, and Resume answers only after a whole turn, so each is one :class:`Call`
+  the client starts and reads itself.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def exec_turn(
     expected_last_seq: int | None,
     deadline_unix: int,
     resume_from_seq: int,
+    abandon_unfinished: bool = False,
 ) -> Call:
     request = session_pb2.ExecRequest(
         session=session,
@@ -131,6 +133,7 @@ def exec_turn(
         config=config,
         deadline_unix=deadline_unix,
         resume_from_seq=resume_from_seq,
+        abandon_unfinished=abandon_unfinished,
     )
     if expected_last_seq is not None:
         request.expected_last_seq = expected_last_seq
@@ -145,8 +148,9 @@ def cancel(session: str, execution_id: str, reason: str) -> Op[session_pb2.Sessi
 # Reading the journal
 
 
-def replay(session: str, from_seq: int, to_seq: int) -> Call:
-    return Call("Replay", session_pb2.ReplayRequest(session=session, from_seq=from_seq, to_seq=to_seq))
+def watch(session: str, from_seq: int) -> Call:
+    """The session's records from ``from_seq``, then each one as it commits (untimed: it follows)."""
+    return Call("Watch", session_pb2.WatchRequest(session=session, from_seq=from_seq), timed=False)
 
 
 def read_records(session: str, from_seq: int, to_seq: int, limit: int) -> Paged[common_pb2.LogRecord]:
@@ -177,8 +181,9 @@ def suspend(session: str) -> Op[session_pb2.Session]:
     return (yield Call("Suspend", session_pb2.SuspendRequest(session=session)))
 
 
-def resume(session: str, boot: bool) -> Op[session_pb2.Session]:
-    return (yield Call("Resume", session_pb2.ResumeRequest(session=session, boot=boot)))
+def resume(session: str, boot: bool) -> Call:
+    """Resume answers once the re-driven turn ended or parked, so it is untimed like Exec."""
+    return Call("Resume", session_pb2.ResumeRequest(session=session, boot=boot), timed=False)
 
 
 # Approvals

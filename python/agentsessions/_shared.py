@@ -103,39 +103,68 @@ class Delta:
 
 @dataclass
 class TurnResult:
-    """A finished Exec: the newest session frame, the records committed during the turn, the
-    text of its OUTPUT records, and the newest seq seen."""
+    """A finished turn: the session as it stands after it, the records committed during it, the
+    text of each of its OUTPUT records, and the newest seq seen.
+
+    A turn that parked on an approval ends without error: ``parked`` is True and
+    ``pending_approval`` names the request a person has to decide (``Client.approve``)."""
 
     session: session_pb2.Session = field(default_factory=session_pb2.Session)
     records: list[common_pb2.LogRecord] = field(default_factory=list)
-    output: str = ""
+    outputs: list[str] = field(default_factory=list)
     last_seq: int = 0
+
+    @property
+    def output(self) -> str:
+        """The turn's OUTPUT texts, one line each (a completion that only calls tools has none)."""
+        return "\n".join(self.outputs)
 
     @property
     def execution_id(self) -> str:
         """The execution (turn) id, from the first record that carries one."""
         return next((r.event.execution_id for r in self.records if r.event.execution_id), "")
 
+    @property
+    def pending_approval(self) -> common_pb2.ApprovalRef | None:
+        """The approval request the turn parked on, None when it did not park."""
+        if self.session.exec_state == session_pb2.EXEC_AWAITING and self.session.HasField("pending_approval"):
+            return self.session.pending_approval
+        return None
+
+    @property
+    def parked(self) -> bool:
+        """True when the turn waits for a person's decision on a gated tool call."""
+        return self.pending_approval is not None
+
 
 ExecItem = common_pb2.LogRecord | Delta | session_pb2.Session
 
 
-def absorb(result: TurnResult, update: session_pb2.ExecUpdate) -> ExecItem:
-    """Folds one Exec frame into ``result`` and returns what it carried."""
+def absorb_record(result: TurnResult, record: common_pb2.LogRecord) -> common_pb2.LogRecord:
+    """Folds one committed record into ``result``."""
+    result.records.append(record)
+    result.last_seq = max(result.last_seq, record.seq)
+    if record.event.kind == common_pb2.EVENT_OUTPUT:
+        text = message_text(record.event.message)
+        if text:
+            result.outputs.append(text)
+    return record
+
+
+def absorb(result: TurnResult, update: session_pb2.ExecUpdate) -> ExecItem | None:
+    """Folds one Exec frame into ``result`` and returns what it carried (None for a kind of
+    frame this client does not know, which it skips)."""
     which = update.WhichOneof("update")
     if which == "record":
-        record = update.record
-        result.records.append(record)
-        result.last_seq = max(result.last_seq, record.seq)
-        if record.event.kind == common_pb2.EVENT_OUTPUT:
-            result.output += message_text(record.event.message)
-        return record
+        return absorb_record(result, update.record)
     if which == "delta":
         d = update.delta
         return Delta(d.execution_id, d.part_index, d.chunk, d.done)
-    result.session = update.session
-    result.last_seq = max(result.last_seq, update.session.last_seq)
-    return update.session
+    if which == "session":
+        result.session = update.session
+        result.last_seq = max(result.last_seq, update.session.last_seq)
+        return update.session
+    return None
 
 
 class TurnStream:
@@ -151,10 +180,24 @@ class TurnStream:
         """The SDK error of the turn's failed stream, carrying the result so far as ``partial``."""
         self._done = True
         error = from_rpc_error(err)
-        error.partial = self._result  # type: ignore[attr-defined]
+        error.partial = self._result
         return error
 
     def cancel(self) -> None:
         """Stops reading (the turn itself goes on; the client's ``cancel`` stops it)."""
         self._call.cancel()
         self._done = True
+
+
+class Following:
+    """How a re-driven turn (Resume, or approve/deny that resumes) is streamed: its records are
+    read with ``Watch`` from the seq after the head the session had, while ``Resume`` runs; the
+    watch stops once Resume has answered and every record up to the session's new head was read."""
+
+    def __init__(self, from_seq: int) -> None:
+        self.from_seq = from_seq
+        self.stopping = False
+
+    def caught_up(self, resumed: session_pb2.Session, result: TurnResult) -> bool:
+        """Whether every record of the resumed turn was read."""
+        return resumed.last_seq < self.from_seq or result.last_seq >= resumed.last_seq

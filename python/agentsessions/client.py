@@ -82,18 +82,32 @@ class _Connection:
 class ExecStream(_shared.TurnStream):
     """One running turn. Iterating yields each committed :class:`LogRecord`, each
     :class:`Delta` and each :class:`Session` frame as it arrives; :meth:`result` drains what is
-    left and returns the :class:`TurnResult` (raising the turn's error, if any)."""
+    left and returns the :class:`TurnResult` (raising the turn's error, if any), whose
+    ``session`` is the session as it stands after the turn."""
+
+    def __init__(self, call: Any, settle: Callable[[str], session_pb2.Session]) -> None:
+        super().__init__(call)
+        self._settle = settle
 
     def __iter__(self) -> Iterator[ExecItem]:
         while not self._done:
             try:
                 update = next(self._call)
             except StopIteration:
-                self._done = True
+                self._finish()
                 return
             except grpc.RpcError as err:
                 raise self._failed(err) from None
-            yield _shared.absorb(self._result, update)
+            item = _shared.absorb(self._result, update)
+            if item is not None:
+                yield item
+
+    def _finish(self) -> None:
+        """The stream ended: the result's session becomes the session after the turn."""
+        self._done = True
+        uid = self._result.session.metadata.uid
+        if uid:
+            self._result.session = self._settle(uid)
 
     def deltas(self) -> Iterator[Delta]:
         """Only the text deltas of the turn."""
@@ -106,6 +120,54 @@ class ExecStream(_shared.TurnStream):
         for _ in self:
             pass
         return self._result
+
+
+class ResumeStream(ExecStream):
+    """A re-driven turn (:meth:`Client.resume`, or :meth:`Client.approve` / :meth:`Client.deny`,
+    which resume the decided turn): iterating yields each record as it commits, :meth:`result`
+    returns the :class:`TurnResult` like an Exec's. ``decision`` is the approval record the
+    turn was resumed after (None for a plain resume)."""
+
+    def __init__(
+        self,
+        watch: Any,
+        resumed: grpc.Future[session_pb2.Session],
+        following: _shared.Following,
+        decision: common_pb2.LogRecord | None = None,
+    ) -> None:
+        super().__init__(watch, lambda uid: self._resumed.result())
+        self._resumed = resumed
+        self._following = following
+        self.decision = decision
+        resumed.add_done_callback(lambda _: self._stop_when_caught_up())
+
+    def _stop_when_caught_up(self) -> None:
+        if not self._resumed.done():
+            return
+        if self._resumed.exception() is None and not self._following.caught_up(self._resumed.result(), self._result):
+            return
+        self._following.stopping = True
+        self._call.cancel()
+
+    def __iter__(self) -> Iterator[ExecItem]:
+        while not self._done:
+            try:
+                record = next(self._call)
+            except StopIteration:
+                break
+            except grpc.RpcError as err:
+                if self._following.stopping:
+                    break
+                raise self._failed(err) from None
+            yield _shared.absorb_record(self._result, record)
+            self._stop_when_caught_up()
+        if self._done:
+            return
+        try:
+            self._result.session = self._resumed.result()
+        except grpc.RpcError as err:
+            raise self._failed(err) from None
+        self._done = True
 
 
 class Client(_Connection):
@@ -170,10 +232,14 @@ class Client(_Connection):
         expected_last_seq: int | None = None,
         deadline_unix: int = 0,
         resume_from_seq: int = 0,
+        abandon_unfinished: bool = False,
     ) -> ExecStream:
-        """Runs one turn; an empty ``session`` creates one. Strings are user text messages."""
-        call = _rpc.exec_turn(session, inputs, harness, config, expected_last_seq, deadline_unix, resume_from_seq)
-        return ExecStream(self._send(call))
+        """Runs one turn; an empty ``session`` creates one. Strings are user text messages.
+        ``abandon_unfinished`` closes a turn left parked or interrupted instead of refusing."""
+        call = _rpc.exec_turn(
+            session, inputs, harness, config, expected_last_seq, deadline_unix, resume_from_seq, abandon_unfinished
+        )
+        return ExecStream(self._send(call), self.get_session)
 
     def run(self, inputs: Input | Sequence[Input] | None = None, **kwargs: Any) -> TurnResult:
         """:meth:`exec` and wait for the result."""
@@ -185,21 +251,36 @@ class Client(_Connection):
 
     # Reading the journal
 
-    def replay(self, session: str, *, from_seq: int = 0, to_seq: int = 0) -> Iterator[common_pb2.LogRecord]:
-        """The committed records, streamed one message per record (``Sessions.Replay``)."""
-        with _rpc.translated():
-            yield from self._send(_rpc.replay(session, from_seq, to_seq))
-
     def records(
         self, session: str, *, from_seq: int = 0, to_seq: int = 0, page_records: int = PAGE_RECORDS
     ) -> Iterator[common_pb2.LogRecord]:
-        """The committed records, many per message (``Sessions.ReadRecords``, the fast path)."""
+        """The committed records, many per message (``Sessions.ReadRecords``). An unknown
+        session raises :class:`NotFound`."""
+        empty = True
         for page in self._pages(_rpc.read_records(session, from_seq, to_seq, page_records)):
-            yield from page
+            for record in page:
+                empty = False
+                yield record
+        if empty:
+            self.get_session(session)  # the server reads an unknown uid as empty: NotFound here
+
+    def replay(self, session: str, *, from_seq: int = 0, to_seq: int = 0) -> Iterator[common_pb2.LogRecord]:
+        """The committed records in ``[from_seq, to_seq]`` (:meth:`records`; :meth:`watch` follows)."""
+        return self.records(session, from_seq=from_seq, to_seq=to_seq)
 
     def read_records(self, session: str, *, from_seq: int = 0, to_seq: int = 0) -> list[common_pb2.LogRecord]:
         """:meth:`records` as a list."""
         return list(self.records(session, from_seq=from_seq, to_seq=to_seq))
+
+    def watch(self, session: str, *, from_seq: int = 0) -> Iterator[common_pb2.LogRecord]:
+        """Follows a session like ``agentctl watch``: its records from ``from_seq`` (0: all),
+        then each one as it commits, until the session is deleted or the iterator is closed."""
+        stream = self._send(_rpc.watch(session, from_seq))
+        try:
+            with _rpc.translated():
+                yield from stream
+        finally:
+            stream.cancel()
 
     def verify(self, session: str) -> VerifyReport:
         """Reads the whole journal and recomputes every hash and link in Python."""
@@ -223,9 +304,18 @@ class Client(_Connection):
         """Checkpoints the session and releases its compute."""
         return self._run(_rpc.suspend(session))
 
-    def resume(self, session: str, *, boot: bool = False) -> session_pb2.Session:
-        """Brings the session back; an interrupted turn is re-driven from its journal."""
-        return self._run(_rpc.resume(session, boot))
+    def resume(self, session: str, *, boot: bool = False) -> ResumeStream:
+        """Brings the session back; an interrupted or decided turn is re-driven from its
+        journal. Streams the re-driven turn's records like :meth:`exec`; ``result().session``
+        is the session after it."""
+        return self._resume(session, boot, None)
+
+    def _resume(self, session: str, boot: bool, decision: common_pb2.LogRecord | None) -> ResumeStream:
+        following = _shared.Following(self.get_session(session).last_seq + 1)
+        watch = self._send(_rpc.watch(session, following.from_seq))
+        call = _rpc.resume(session, boot)
+        resumed = self._stub.Resume.future(call.request, metadata=self._metadata)
+        return ResumeStream(watch, resumed, following, decision)
 
     # Approvals
 
@@ -238,11 +328,14 @@ class Client(_Connection):
         execution_id: str = "",
         tool_call_id: str = "",
         request_seq: int = 0,
-    ) -> session_pb2.ApproveResponse:
-        """Decides a pending approval; without a reference, the session's pending one."""
-        return self._run(_rpc.approve(session, approved, reason, execution_id, tool_call_id, request_seq))
+    ) -> ResumeStream:
+        """Decides a pending approval (without a reference, the session's pending one) and
+        resumes the turn, as ``agentctl approve`` does: the stream is the resumed turn's
+        (``decision`` is the committed APPROVAL_RESULT record)."""
+        decided = self._run(_rpc.approve(session, approved, reason, execution_id, tool_call_id, request_seq))
+        return self._resume(session, False, decided.decision)
 
-    def deny(self, session: str, *, reason: str = "", **ref: Any) -> session_pb2.ApproveResponse:
+    def deny(self, session: str, *, reason: str = "", **ref: Any) -> ResumeStream:
         """:meth:`approve` with ``approved=False``."""
         return self.approve(session, approved=False, reason=reason, **ref)
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grpc
+
+if TYPE_CHECKING:
+    from ._shared import TurnResult
 
 
 class AgentSessionsError(Exception):
-    """A failed call. ``code`` is the gRPC status code the server (or transport) returned."""
+    """A failed call. ``code`` is the gRPC status code the server (or transport) returned;
+    ``partial`` is what a failed turn's stream had delivered before it failed (None for any
+    other call)."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    partial: TurnResult | None = None
 
     def __init__(self, details: str, code: grpc.StatusCode | None = None) -> None:
         super().__init__(details)
@@ -75,7 +83,8 @@ class DeadlineExceeded(AgentSessionsError):
 
 
 class Cancelled(AgentSessionsError):
-    """The call or the execution was cancelled (CANCELLED)."""
+    """The call or the execution was cancelled (CANCELLED); in a harness, the host cancelled
+    the execution (the next sink call raises it and the stream ends END{CANCELED})."""
 
     code = grpc.StatusCode.CANCELLED
 

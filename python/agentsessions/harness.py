@@ -33,6 +33,8 @@ from google.protobuf import struct_pb2
 
 from ._pb import common_pb2, harness_pb2, harness_pb2_grpc
 from ._shared import MAX_MESSAGE_BYTES, message_text, text_message
+from .errors import AgentSessionsError
+from .errors import Cancelled as Cancelled  # the one Cancelled, also the client's
 
 Message = common_pb2.Message
 ToolCall = common_pb2.ToolCall
@@ -49,21 +51,23 @@ REPLY_BUFFER = 8
 POLL_SECONDS = 0.2
 
 
-class HarnessError(Exception):
+class HarnessError(AgentSessionsError):
     """A sink call that cannot go on; returned to the host as END{FAILED}."""
 
-
-class Cancelled(HarnessError):
-    """The host cancelled the execution (a ``cancel`` frame); the stream ends END{CANCELED}."""
+    code = grpc.StatusCode.INTERNAL
 
 
 class HostGone(HarnessError):
     """The host closed the stream (it failed, was cancelled, or a model call failed there)."""
 
+    code = grpc.StatusCode.UNAVAILABLE
+
 
 class ApprovalParked(HarnessError):
     """A gated tool call waits for a person's decision. Let it propagate out of ``run``: the
     host records the request, and resumes the turn once the decision is made."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
 
     def __init__(self, ref: common_pb2.ApprovalRef) -> None:
         super().__init__(
@@ -162,10 +166,10 @@ class _Execution:
         self.events: queue.Queue[common_pb2.Event | None] = queue.Queue(EVENT_BUFFER)
         self.replies: queue.Queue[harness_pb2.ControllerFrame] = queue.Queue(REPLY_BUFFER)
         self.lock = threading.Lock()
-        self.stopped: HarnessError | None = None
+        self.stopped: AgentSessionsError | None = None
         self.wake = threading.Event()
 
-    def stop(self, why: HarnessError) -> None:
+    def stop(self, why: AgentSessionsError) -> None:
         with self.lock:
             if self.stopped is None:
                 self.stopped = why
@@ -233,7 +237,23 @@ class Sink:
         tool_choice: common_pb2.ToolChoice | None = None,
     ) -> Message:
         """Asks the host's model; returns the completion (text and/or tool_call parts). The
-        host records it as the turn's OUTPUT: do not emit it again with :meth:`output`."""
+        host records it as the turn's OUTPUT: do not emit it again with :meth:`output`. The
+        call's token usage is recorded too (see :meth:`complete` for the usage itself)."""
+        return self.complete(messages, model=model, params=params, tools=tools, tool_choice=tool_choice).message
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str = "",
+        params: dict[str, str] | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: common_pb2.ToolChoice | None = None,
+    ) -> harness_pb2.ModelResult:
+        """:meth:`model`, returning the host's whole answer: ``message`` and ``usage``. A
+        non-zero usage is recorded as the call's USAGE record at once (the session's usage
+        totals count it; on replay the host serves the recorded usage, so the same record is
+        reported again): do not report it again with :meth:`usage`."""
         call = common_pb2.ModelCall(
             id=os.urandom(8).hex(),
             model=model,
@@ -248,7 +268,10 @@ class Sink:
             frame = self._x.reply()
             if frame.WhichOneof("frame") != "model" or frame.model.model_call_id != call.id:
                 raise self._fail(f"expected the completion of model call {call.id}, got {frame.WhichOneof('frame')}")
-            return frame.model.message
+            result = frame.model
+            if _counts(result.usage):
+                self._x.emit(_event(common_pb2.EVENT_USAGE, usage=result.usage))
+            return result
 
     def tool_call(self, call: ToolCall) -> ToolResult:
         """A tool the host runs (``MEDIATION_CONTROLLER_MEDIATED``, with an idempotency key)
@@ -287,7 +310,8 @@ class Sink:
     def usage(
         self, *, model: str = "", input_tokens: int = 0, output_tokens: int = 0, reasoning_tokens: int = 0
     ) -> None:
-        """Records token accounting."""
+        """Records token accounting of the harness's own (a host model call's usage is recorded
+        by :meth:`model` already)."""
         usage = common_pb2.Usage(
             model=model,
             input_tokens=input_tokens,
@@ -296,6 +320,11 @@ class Sink:
         )
         with self._lock:
             self._x.emit(_event(common_pb2.EVENT_USAGE, usage=usage))
+
+
+def _counts(usage: common_pb2.Usage) -> bool:
+    """Whether ``usage`` counts any tokens (an empty one is not recorded)."""
+    return any((usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_input_tokens))
 
 
 def _end(state: str, error: str = "", code: int = 0) -> common_pb2.Event:
@@ -372,7 +401,7 @@ class _Servicer(harness_pb2_grpc.HarnessServicer):
         try:
             x.emit(last)
             x.events.put(None, timeout=POLL_SECONDS)
-        except (HarnessError, queue.Full):
+        except (AgentSessionsError, queue.Full):
             pass  # the stream already stopped; nobody reads the outcome
 
     def _outcome(self, start: Start, sink: Sink) -> common_pb2.Event:

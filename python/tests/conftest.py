@@ -134,6 +134,7 @@ class StubModel:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         stub = self
 
@@ -146,6 +147,17 @@ class StubModel:
                 request = json.loads(self.rfile.read(length) or b"{}")
                 with stub.lock:
                     stub.calls += 1
+                    stub.requests.append(request)
+                invalid = stub.invalid_history(request.get("messages", []))
+                if invalid:
+                    # As OpenAI answers it: 400, the request never reaches a model.
+                    body = json.dumps({"error": {"message": invalid, "type": "invalid_request_error"}}).encode()
+                    self.send_response(400)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 whole = stub.answer(request)
                 if request.get("stream"):
                     body = stub.as_stream(whole).encode()
@@ -164,14 +176,32 @@ class StubModel:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @staticmethod
+    def invalid_history(messages: list[dict[str, Any]]) -> str:
+        """Why OpenAI would refuse ``messages`` (every assistant tool call must be answered by a
+        tool message before the next other message), or ''."""
+        waiting: set[str] = set()
+        for message in messages:
+            if message.get("role") == "tool":
+                waiting.discard(message.get("tool_call_id", ""))
+                continue
+            if waiting:
+                return f"tool calls {sorted(waiting)} have no tool message"
+            waiting = {call["id"] for call in message.get("tool_calls") or []}
+        return ""
+
+    @staticmethod
     def answer(request: dict[str, Any]) -> dict[str, Any]:
         messages = request.get("messages", [])
         last = messages[-1] if messages else {}
         usage = {"prompt_tokens": 5, "completion_tokens": 3}
+        structured = request.get("response_format", {}).get("type") == "json_schema"
         if last.get("role") == "tool":
             content = last.get("content")
             said = content if isinstance(content, str) else json.dumps(content)
-            message: dict[str, Any] = {"role": "assistant", "content": f"the tool said: {said}"}
+            said = f"the tool said: {said}"
+            if structured:
+                said = json.dumps({"answer": said})  # a structured answer when a schema is asked for
+            message: dict[str, Any] = {"role": "assistant", "content": said}
             return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
         text = last.get("content") if isinstance(last.get("content"), str) else ""
         if text.startswith("/tool "):
@@ -183,7 +213,10 @@ class StubModel:
             }
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
             return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage}
-        message = {"role": "assistant", "content": f"stub:{text}"}
+        said = f"stub:{text}"
+        if structured:
+            said = json.dumps({"answer": said})
+        message = {"role": "assistant", "content": said}
         return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
 
     @staticmethod

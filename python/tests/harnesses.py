@@ -16,8 +16,7 @@ class Conversational:
         return h.descriptor("conversational", version="1")
 
     def run(self, start: h.Start, sink: h.Sink) -> None:
-        sink.model(start.conversation())
-        sink.usage(model="directive", input_tokens=len(start.conversation()), output_tokens=1)
+        sink.model(start.conversation())  # its usage is recorded by the sink
         sink.output(f"python saw: {start.input_text}")
 
 
@@ -57,3 +56,14 @@ class Waiting:
         while not sink.cancelled and time.monotonic() < deadline:
             time.sleep(0.02)
         sink.output("still here")  # raises Cancelled once the host cancelled
+
+
+class Chatty:
+    """Records ``start.config`` (a number, default 10) OUTPUT lines in one turn: a long journal."""
+
+    def describe(self) -> pb_common.Message:  # type: ignore[override]
+        return h.descriptor("chatty", version="1")
+
+    def run(self, start: h.Start, sink: h.Sink) -> None:
+        for i in range(int(start.config or b"10")):
+            sink.output(f"line {i}")

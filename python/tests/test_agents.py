@@ -67,8 +67,11 @@ def test_agent_as_a_harness(
         first = client.run('/tool lookup {"key": "k1"}', harness="agent")
         uid = first.session.metadata.uid
         assert kinds(first.records) == [
-            "EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "TOOL_RESULT", "MODEL_CALL", "OUTPUT", "END",
+            "EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "USAGE", "TOOL_RESULT", "MODEL_CALL", "OUTPUT", "USAGE",
+            "END",
         ]  # fmt: skip
+        # Each call's usage, as the provider counted it, is the session's.
+        assert client.get_session(uid).usage.input_tokens == 10
         assert first.output == "the tool said: value-of-k1"
         assert stub_model.calls == 2
 
@@ -95,13 +98,16 @@ def test_agent_as_a_harness(
         assert "END" not in kinds(cut[first.last_seq :])
         gate.unlink()
         start_harness(script, address, {"AGENT_GATE": str(gate)})
-        client.resume(uid)
+        redriven = client.resume(uid).result()  # the re-driven turn, streamed as it commits
+        assert redriven.output == "the tool said: value-of-k2"
+        redone = [k for k in kinds(redriven.records) if k != "LIFECYCLE"]
+        assert redone[-5:] == ["TOOL_RESULT", "MODEL_CALL", "OUTPUT", "USAGE", "END"], redone
         assert stub_model.calls == 4, "the provider is asked at most once more"
         resumed = client.read_records(uid)
         outputs = [r for r in resumed if r.event.kind == pb_common.EVENT_OUTPUT]
         assert outputs[-1].event.message.parts[0].text.text == "the tool said: value-of-k2"
         second_turn = [k for k in kinds(resumed[first.last_seq :]) if k != "LIFECYCLE"]
-        assert second_turn[-4:] == ["TOOL_RESULT", "MODEL_CALL", "OUTPUT", "END"], second_turn
+        assert second_turn[-5:] == ["TOOL_RESULT", "MODEL_CALL", "OUTPUT", "USAGE", "END"], second_turn
         assert second_turn.count("MODEL_CALL") == 2, "the cut call was not recorded twice"
         assert client.verify(uid).ok
 
@@ -110,7 +116,7 @@ def test_agent_as_a_harness(
         before = stub_model.calls
         end_seq = next(r.seq for r in first.records if r.event.kind == pb_common.EVENT_END)
         (replayed,) = client.fork(uid, at_seq=end_seq - 1)
-        client.resume(replayed.metadata.uid)
+        client.resume(replayed.metadata.uid).result()
         assert stub_model.calls == before, "replay asks the provider nothing"
         child = client.read_records(replayed.metadata.uid)
         assert "END" in kinds(child[end_seq - 1 :])

@@ -91,7 +91,8 @@ def test_replay_read_records_and_python_verify_agree_with_the_server(daemon: Dae
 
         tampered = verify_records(paged)
         assert [f.seq for f in tampered.failures] == [7]
-        assert list(client.replay("sess-unknown")) == []
+        with pytest.raises(errors.NotFound):
+            list(client.replay("sess-unknown"))
 
 
 def test_fork_children_diverge(daemon: Daemon) -> None:
@@ -117,7 +118,7 @@ def test_suspend_and_resume(daemon: Daemon) -> None:
         uid = client.run("hi", harness="echo").session.metadata.uid
         suspended = client.suspend(uid)
         assert suspended.compute_state == pb_session.COMPUTE_COLD
-        resumed = client.resume(uid)
+        resumed = client.resume(uid).result().session
         assert resumed.compute_state != pb_session.COMPUTE_COLD
         assert client.run("back", session=uid).output == "echo:back"
         with pytest.raises(errors.NotFound):
@@ -131,7 +132,12 @@ def test_a_python_harness_through_the_daemon(host: Daemon) -> None:
         assert first.output.endswith("python saw: hi")
         second = client.run("more", session=first.session.metadata.uid)
         assert second.output.endswith("python saw: more")
-        assert client.get_session(first.session.metadata.uid).usage.output_tokens == 2
+        # The model call's usage, as the host answered it, is recorded and counted by the session.
+        usages = [r.event.usage for r in client.read_records(first.session.metadata.uid) if r.event.kind == pb_common.EVENT_USAGE]
+        assert len(usages) == 2 and all(u.input_tokens > 0 for u in usages)
+        totals = client.get_session(first.session.metadata.uid).usage
+        assert totals.input_tokens == sum(u.input_tokens for u in usages) > 0
+        assert totals.output_tokens == sum(u.output_tokens for u in usages)
         assert client.verify(first.session.metadata.uid).ok
 
 
@@ -146,12 +152,11 @@ def test_approvals_park_list_and_decide(host: Daemon) -> None:
         assert [(p.tool, p.tool_call_id) for p in pending] == [("charge", "charge-1")]
         with pytest.raises(errors.FailedPrecondition):
             client.run("not now", session=uid)
-        decided = client.deny(uid, reason="too much")
-        assert decided.decision.event.approval_result.approved is False
+        decided = client.deny(uid, reason="too much")  # decides and resumes the turn
+        assert decided.decision is not None and decided.decision.event.approval_result.approved is False
+        decided.result()  # the decided turn went on: the harness got the denial receipt
         with pytest.raises(errors.AgentSessionsError):
             client.approve(uid, execution_id=pending[0].execution_id, tool_call_id="charge-1", request_seq=pending[0].request_seq)
-        assert client.get_session(uid).exec_state == pb_session.EXEC_INTERRUPTED
-        client.resume(uid)  # the decided turn goes on: the harness gets the denial receipt
         records = client.read_records(uid)
         effects = [r for r in records if r.event.kind != pb_common.EVENT_LIFECYCLE]
         assert kinds(effects)[-4:] == ["APPROVAL_RESULT", "TOOL_RESULT", "OUTPUT", "END"]
@@ -208,7 +213,7 @@ def test_the_asyncio_client(daemon: Daemon) -> None:
             children = await client.fork(uid, count=1)
             assert (await client.run("child", session=children[0].metadata.uid)).output == "echo:child"
             assert (await client.suspend(uid)).compute_state == pb_session.COMPUTE_COLD
-            await client.resume(uid)
+            assert (await client.resume(uid)).session.compute_state != pb_session.COMPUTE_COLD
             assert [p async for p in client.pending_approvals()] == []
             with pytest.raises(errors.NotFound):
                 await client.get_session("sess-nope")

@@ -56,9 +56,11 @@ def test_a_turn_frame_by_frame(conversational: h.HarnessServer) -> None:
         assert call.kind == pb_common.EVENT_MODEL_CALL and call.execution_id == "x1"
         assert [m.role for m in call.model.messages] == ["user"] and len(call.model.id) == 16
         answer = pb_common.Message(role="assistant", parts=[pb_common.Part(text=pb_common.TextPart(text="yo"))])
-        host.send(model=pb_harness.ModelResult(message=answer, model_call_id=call.model.id))
+        usage = pb_common.Usage(model="m", input_tokens=4, output_tokens=1)
+        host.send(model=pb_harness.ModelResult(message=answer, usage=usage, model_call_id=call.model.id))
         rest = list(host.events)
         assert [e.kind for e in rest] == [pb_common.EVENT_USAGE, pb_common.EVENT_OUTPUT, pb_common.EVENT_END]
+        assert rest[0].usage == usage  # the sink reports the usage the host answered with
         assert rest[-1].end.state == "COMPLETED"
     finally:
         host.close()
