@@ -4,8 +4,9 @@ Every model call goes through the host (journaled, replayable with no provider c
 agent needs no model key. Try it with the offline directive model:
 
     python examples/langgraph_agent.py --listen 127.0.0.1:7071 &
-    agentsessionsd --model directive --model-provider directive --harness weather=127.0.0.1:7071
-    agentctl exec --harness weather '/tool get_weather {"city": "Paris"}'
+    agentsessionsd --addr 127.0.0.1:7070 --model directive --model-provider directive \
+        --harness weather=127.0.0.1:7071 &
+    agentctl --server 127.0.0.1:7070 exec --harness weather '/tool get_weather {"city": "Paris"}'
 """
 
 from __future__ import annotations

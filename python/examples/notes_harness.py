@@ -2,8 +2,9 @@
 once, and records a line of its own.
 
     python examples/notes_harness.py --listen 127.0.0.1:7073 &
-    agentsessionsd --model directive --model-provider directive --harness notes=127.0.0.1:7073
-    agentctl exec --harness notes 'remember the milk'
+    agentsessionsd --addr 127.0.0.1:7070 --model directive --model-provider directive \
+        --harness notes=127.0.0.1:7073 &
+    agentctl --server 127.0.0.1:7070 exec --harness notes 'remember the milk'
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from agentsessions import harness, text_message
 
 
 class Notes:
-    def describe(self):  # type: ignore[no-untyped-def]
+    def describe(self) -> harness.HarnessDescriptor:
         return harness.descriptor("notes", version="1")
 
     def run(self, start: harness.Start, sink: harness.Sink) -> None:

@@ -4,8 +4,9 @@ The agent's model is the host's (``HostModel``): no OpenAI key in the harness, e
 journaled and replayable. Try it with the offline directive model:
 
     python examples/openai_agents_agent.py --listen 127.0.0.1:7072 &
-    agentsessionsd --model directive --model-provider directive --harness weather=127.0.0.1:7072
-    agentctl exec --harness weather '/tool get_weather {"city": "Oslo"}'
+    agentsessionsd --addr 127.0.0.1:7070 --model directive --model-provider directive \
+        --harness weather=127.0.0.1:7072 &
+    agentctl --server 127.0.0.1:7070 exec --harness weather '/tool get_weather {"city": "Oslo"}'
 """
 
 from __future__ import annotations

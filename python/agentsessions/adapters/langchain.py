@@ -21,6 +21,7 @@ from typing import Any
 from google.protobuf import json_format
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -131,6 +132,32 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> common_pb2.ToolChoice |
     return common_pb2.ToolChoice(mode=common_pb2.ToolChoice.MODE_REQUIRED, name=choice)
 
 
+# Model kwargs (``model.bind(temperature=...)``) sent as the model call's parameters, which the
+# host types per provider; the others (tools, tool_choice) have fields of their own.
+MODEL_KWARGS = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "response_format")
+
+
+def model_params(kwargs: dict[str, Any]) -> dict[str, str]:
+    """The model call's parameters from the kwargs a chat model call got."""
+    params: dict[str, str] = {}
+    for name in MODEL_KWARGS:
+        value = kwargs.get(name)
+        if value is not None:
+            params[name] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return params
+
+
+def usage_metadata(recorded: common_pb2.Usage) -> UsageMetadata:
+    """LangChain's usage of one model call, from what the host answered (and journaled)."""
+    return UsageMetadata(
+        input_tokens=recorded.input_tokens,
+        output_tokens=recorded.output_tokens,
+        total_tokens=recorded.input_tokens + recorded.output_tokens,
+        input_token_details=InputTokenDetails(cache_read=recorded.cached_input_tokens),
+        output_token_details=OutputTokenDetails(reasoning=recorded.reasoning_tokens),
+    )
+
+
 class HostChatModel(BaseChatModel):
     """A chat model served by the agentsessions host through ``sink`` (one per execution)."""
 
@@ -143,6 +170,7 @@ class HostChatModel(BaseChatModel):
 
     _asked: set[str] = PrivateAttr(default_factory=set)
     _reported: set[str] = PrivateAttr(default_factory=set)
+    _answered: set[str] = PrivateAttr(default_factory=set)
 
     @property
     def _llm_type(self) -> str:
@@ -161,7 +189,7 @@ class HostChatModel(BaseChatModel):
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=formatted, **kwargs)
 
-    def _report_tool_results(self, messages: list[BaseMessage]) -> None:
+    def _report_tool_results(self, messages: Sequence[BaseMessage]) -> None:
         """Journals the results of tools the graph ran for calls this model asked for, once."""
         for message in messages:
             if isinstance(message, ToolMessage):
@@ -169,6 +197,21 @@ class HostChatModel(BaseChatModel):
                 if call_id in self._asked and call_id not in self._reported:
                     self._reported.add(call_id)
                     self.sink.report(tool_result(message))
+
+    def settle(self, produced: Sequence[BaseMessage]) -> None:
+        """Journals what the graph produced this turn that no model call recorded: results of
+        tools the model asked for that no later call saw (a tool that ends the turn, e.g.
+        ``return_direct``), and the text of messages a node wrote itself, as OUTPUT, so the
+        turn's output is the graph's and the next turn's history is whole."""
+        for message in produced:
+            if isinstance(message, ToolMessage):
+                if message.tool_call_id in self._asked and message.tool_call_id not in self._reported:
+                    self._report_tool_results([message])
+                    self.sink.output(_text(message.content))
+            elif isinstance(message, AIMessage) and message.id not in self._answered:
+                text = _text(message.content)
+                if text:
+                    self.sink.output(text)
 
     def _generate(
         self,
@@ -178,18 +221,24 @@ class HostChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self._report_tool_results(messages)
-        params = {"stop": json.dumps(stop)} if stop else {}
-        completion = self.sink.model(
+        params = model_params(kwargs)
+        if stop:
+            params["stop"] = json.dumps(stop)
+        answer = self.sink.complete(
             [to_message(m) for m in messages],
             model=self.model_name,
             params=params,
             tools=[_tool_definition(t) for t in kwargs.get("tools", [])],
             tool_choice=_tool_choice(kwargs.get("tool_choice")),
         )
-        (answer,) = from_message(completion)
-        assert isinstance(answer, AIMessage)
-        self._asked.update(call["id"] for call in answer.tool_calls if call["id"])
-        return ChatResult(generations=[ChatGeneration(message=answer)])
+        (reply,) = from_message(answer.message)
+        assert isinstance(reply, AIMessage)
+        reply.usage_metadata = usage_metadata(answer.usage)
+        # Marks the reply as the model's (its OUTPUT is recorded); ids never reach the wire.
+        reply.id = f"agentsessions-model-{len(self._answered)}"
+        self._answered.add(reply.id)
+        self._asked.update(call["id"] for call in reply.tool_calls if call["id"])
+        return ChatResult(generations=[ChatGeneration(message=reply)], llm_output={"token_usage": reply.usage_metadata})
 
 
 GraphBuilder = Callable[[HostChatModel], Runnable[Any, Any]]
@@ -220,10 +269,14 @@ class LangGraphHarness:
     def describe(self) -> harness_pb2.HarnessDescriptor:
         return h.descriptor(self._id, version=self._version, tools=self._tools)
 
-    def run(self, start: h.Start, sink: h.Sink) -> None:
+    async def run(self, start: h.Start, sink: h.Sink) -> None:
+        """Runs the graph with ``ainvoke``, so ``async def`` nodes and tools work (plain ones run
+        in threads; the sink serializes their calls)."""
         model = HostChatModel(sink=sink, model_name=start.model)
         graph = self._build(model)
         messages: list[BaseMessage] = []
         for message in start.conversation():
             messages.extend(from_message(message))
-        graph.invoke({"messages": messages}, config={"recursion_limit": self._recursion_limit})
+        state = await graph.ainvoke({"messages": messages}, config={"recursion_limit": self._recursion_limit})
+        final = state.get("messages", []) if isinstance(state, dict) else []
+        model.settle(final[len(messages) :])

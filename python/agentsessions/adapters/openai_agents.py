@@ -18,12 +18,16 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from agents import Agent, FunctionTool, Runner, set_tracing_disabled
+from agents import Agent, FunctionTool, Handoff, ModelSettings, RunConfig, RunHooks, Runner, set_tracing_disabled
+from agents.agent_output import AgentOutputSchemaBase
+from agents.result import RunResultBase
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.usage import Usage
 from google.protobuf import json_format
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import Response, ResponseCompletedEvent
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails, ResponseUsage
 
 from .. import harness as h
 from .._pb import common_pb2, harness_pb2
@@ -136,6 +140,68 @@ def _tool_definition(tool: Any) -> common_pb2.ToolDefinition | None:
     )
 
 
+def _handoff_definition(handoff: Handoff[Any, Any]) -> common_pb2.ToolDefinition:
+    return common_pb2.ToolDefinition(
+        name=handoff.tool_name, description=handoff.tool_description, input_schema=h.struct(handoff.input_json_schema)
+    )
+
+
+def settings_params(settings: ModelSettings, output_schema: AgentOutputSchemaBase | None) -> dict[str, str]:
+    """The model call's parameters from the agent's ``ModelSettings`` and ``output_type``."""
+    params: dict[str, str] = {}
+    for name in ("temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens", "top_logprobs"):
+        value = getattr(settings, name, None)
+        if value is not None:
+            params[name] = str(value)
+    for name in ("parallel_tool_calls", "store"):
+        value = getattr(settings, name, None)
+        if value is not None:
+            params[name] = "true" if value else "false"
+    if settings.metadata:
+        params["metadata"] = json.dumps(settings.metadata, sort_keys=True)
+    if output_schema is not None and not output_schema.is_plain_text():
+        params["response_format"] = json.dumps(
+            {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "final_output",
+                    "schema": output_schema.json_schema(),
+                    "strict": output_schema.is_strict_json_schema(),
+                },
+            },
+            sort_keys=True,
+        )
+    return params
+
+
+def _tool_choice(choice: Any) -> common_pb2.ToolChoice | None:
+    """The SDK's ``tool_choice`` (``auto``, ``required``, ``none`` or a tool's name)."""
+    if choice is None:
+        return None
+    if not isinstance(choice, str):
+        choice = getattr(choice, "name", "") or ""
+    modes = {
+        "auto": common_pb2.ToolChoice.MODE_AUTO,
+        "none": common_pb2.ToolChoice.MODE_NONE,
+        "required": common_pb2.ToolChoice.MODE_REQUIRED,
+    }
+    if choice in modes:
+        return common_pb2.ToolChoice(mode=modes[choice])
+    return common_pb2.ToolChoice(mode=common_pb2.ToolChoice.MODE_REQUIRED, name=choice)
+
+
+def usage(recorded: common_pb2.Usage) -> Usage:
+    """The SDK's usage of one model call, from what the host answered (and journaled)."""
+    return Usage(
+        requests=1,
+        input_tokens=recorded.input_tokens,
+        input_tokens_details=InputTokensDetails(cached_tokens=recorded.cached_input_tokens, cache_write_tokens=0),
+        output_tokens=recorded.output_tokens,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=recorded.reasoning_tokens),
+        total_tokens=recorded.input_tokens + recorded.output_tokens,
+    )
+
+
 class HostModel(Model):
     """An Agents SDK model served by the agentsessions host through ``sink``."""
 
@@ -145,10 +211,12 @@ class HostModel(Model):
         self._asked: set[str] = set()
         self._reported: set[str] = set()
 
-    def _report_tool_outputs(self, items: str | list[TResponseInputItem]) -> None:
-        """Journals the outputs of tools the agent ran for calls this model asked for, once."""
+    def _report_tool_outputs(self, items: str | list[TResponseInputItem]) -> int:
+        """Journals the outputs of tools the agent ran for calls this model asked for, once;
+        returns how many it journaled."""
         if isinstance(items, str):
-            return
+            return 0
+        reported = 0
         for raw in items:
             item = _item(raw)
             call_id = item.get("call_id", "")
@@ -156,6 +224,16 @@ class HostModel(Model):
                 self._reported.add(call_id)
                 text = _content_text(item.get("output"))
                 self._sink.report(common_pb2.ToolResult(id=call_id, content=[_text_part(text)]))
+                reported += 1
+        return reported
+
+    def settle(self, result: RunResultBase) -> None:
+        """Journals what the run produced that no model call recorded: the outputs of tools no
+        later call saw (a run that ends on a tool, ``tool_use_behavior="stop_on_first_tool"``),
+        then the run's final output as OUTPUT, so the next turn's history is whole."""
+        if self._report_tool_outputs(result.to_input_list()) and result.final_output is not None:
+            final = result.final_output
+            self._sink.output(final if isinstance(final, str) else json.dumps(final, default=str))
 
     async def get_response(
         self,
@@ -173,17 +251,19 @@ class HostModel(Model):
     ) -> ModelResponse:
         self._report_tool_outputs(input)
         definitions = [d for d in (_tool_definition(t) for t in tools) if d is not None]
-        params: dict[str, str] = {}
-        if model_settings.temperature is not None:
-            params["temperature"] = str(model_settings.temperature)
+        # Handoffs are offered as tools; the SDK follows the one the model calls.
+        definitions += [_handoff_definition(handoff) for handoff in handoffs]
+        params = settings_params(model_settings, output_schema)
         # The sink blocks on the host's answer; keep the agent's event loop free meanwhile.
-        completion = await asyncio.to_thread(
-            self._sink.model,
+        answer = await asyncio.to_thread(
+            self._sink.complete,
             to_messages(system_instructions, input),
             model=self._model,
             params=params,
             tools=definitions,
+            tool_choice=_tool_choice(model_settings.tool_choice),
         )
+        completion = answer.message
         output: list[Any] = []
         text = message_text(completion)
         if text:
@@ -192,7 +272,7 @@ class HostModel(Model):
             if part.HasField("tool_call"):
                 self._asked.add(part.tool_call.id)
                 output.append(_function_call(part.tool_call))
-        return ModelResponse(output=output, usage=Usage(requests=1), response_id=None)
+        return ModelResponse(output=output, usage=usage(answer.usage), response_id=None)
 
     async def stream_response(
         self,
@@ -208,8 +288,31 @@ class HostModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("the host model is not streamed to the harness; use Runner.run")
-        yield  # pragma: no cover
+        """``Runner.run_streamed``: the host answers a call whole, so the stream is one
+        ``response.completed`` event carrying the completion and its usage."""
+        answer = await self.get_response(
+            system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+            previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
+        )  # fmt: skip
+        u = answer.usage
+        response = Response.model_construct(
+            id=FAKE_ID,
+            created_at=0,
+            model=self._model,
+            object="response",
+            output=answer.output,
+            tool_choice="auto",
+            tools=[],
+            parallel_tool_calls=False,
+            usage=ResponseUsage(
+                input_tokens=u.input_tokens,
+                input_tokens_details=u.input_tokens_details,
+                output_tokens=u.output_tokens,
+                output_tokens_details=u.output_tokens_details,
+                total_tokens=u.total_tokens,
+            ),
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
 
 
 AgentBuilder = Callable[[HostModel], Agent[Any]]
@@ -218,12 +321,22 @@ AgentBuilder = Callable[[HostModel], Agent[Any]]
 class AgentsHarness:
     """Serves an Agents SDK agent as a harness. ``build`` makes the agent around the host
     model (once per execution); the input is the session's conversation rebuilt from the
-    journal."""
+    journal. ``hooks`` go to the run; ``streamed`` runs it with ``Runner.run_streamed``."""
 
     def __init__(
-        self, id: str, build: AgentBuilder, *, version: str = "1", tools: Sequence[str] = (), max_turns: int = 10
+        self,
+        id: str,
+        build: AgentBuilder,
+        *,
+        version: str = "1",
+        tools: Sequence[str] = (),
+        max_turns: int = 10,
+        hooks: RunHooks[Any] | None = None,
+        streamed: bool = False,
     ) -> None:
         self._id = id
+        self._hooks = hooks
+        self._streamed = streamed
         self._build = build
         self._version = version
         self._tools = [
@@ -237,5 +350,17 @@ class AgentsHarness:
         return h.descriptor(self._id, version=self._version, tools=self._tools)
 
     async def run(self, start: h.Start, sink: h.Sink) -> None:
-        agent = self._build(HostModel(sink, start.model))
-        await Runner.run(agent, to_items(start.conversation()), max_turns=self._max_turns)
+        model = HostModel(sink, start.model)
+        agent = self._build(model)
+        # The run's model, for every agent it reaches (handoffs' too): never a provider directly.
+        config = RunConfig(model=model, tracing_disabled=True)
+        items = to_items(start.conversation())
+        result: RunResultBase
+        if self._streamed:
+            streaming = Runner.run_streamed(agent, items, max_turns=self._max_turns, hooks=self._hooks, run_config=config)
+            async for _ in streaming.stream_events():
+                pass
+            result = streaming
+        else:
+            result = await Runner.run(agent, items, max_turns=self._max_turns, hooks=self._hooks, run_config=config)
+        model.settle(result)
