@@ -112,7 +112,7 @@ def long_session(client: Client, turns: int, repeats: int) -> None:
         assert report.ok and len(replayed) == len(records)
     print(
         f"read a {turns}-turn session ({len(records)} records): ReadRecords median {ms(statistics.median(paged))},"
-        f" Replay stream median {ms(statistics.median(streamed))}, Python verify median"
+        f" replay() (paged ReadRecords) median {ms(statistics.median(streamed))}, Python verify median"
         f" {ms(statistics.median(verified))}"
     )
 

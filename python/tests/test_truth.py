@@ -149,13 +149,20 @@ def test_replay_reads_pages(host: Daemon) -> None:
         uid = result.session.metadata.uid
         assert result.last_seq == 5000
         assert list(client.replay(uid)) == client.read_records(uid)
-        took = []
-        for _ in range(5):
-            started = time.perf_counter()
-            assert len(list(client.replay(uid))) == 5000
-            took.append(time.perf_counter() - started)
-        # Streamed one message a record this took 0.5 s and more; paged it is tens of ms.
-        assert statistics.median(took) < 0.2, took
+
+        def median_seconds(read: Callable[[], int]) -> float:
+            took = []
+            for _ in range(5):
+                started = time.perf_counter()
+                assert read() == 5000
+                took.append(time.perf_counter() - started)
+            return statistics.median(took)
+
+        paged = median_seconds(lambda: len(list(client.replay(uid))))
+        streamed = median_seconds(lambda: len(list(client._stub.Replay(pb_session.ReplayRequest(session=uid)))))
+        # One message a record (what replay() was) is several times slower than pages of records
+        # (figures with python/bench/bench.py; a release daemon pages 5,000 records in ms).
+        assert paged < streamed, (paged, streamed)
 
 
 def test_watch_follows_a_session_as_it_commits(daemon: Daemon) -> None:
