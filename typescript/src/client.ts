@@ -13,7 +13,7 @@
  * `timeoutMs` (a deadline, DEADLINE_EXCEEDED); failures are {@link AgentSessionsError}s.
  */
 import { create } from "@bufbuild/protobuf";
-import { createClient, type Client as RpcClient } from "@connectrpc/connect";
+import { createClient, type Client as RpcClient, type Transport } from "@connectrpc/connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { verifyRecords, type VerifyReport } from "./canonical.js";
 import { AgentSessionsError, errorFor, StatusCode, translate } from "./errors.js";
@@ -27,6 +27,8 @@ import {
   type Session,
   type WatchUpdate,
 } from "./gen/session_pb.js";
+import { Resumability } from "./gen/harness_pb.js";
+import { HarnessRegistry, type HarnessRegistration, type RegisterHarnessResponse } from "./gen/harness_registry_pb.js";
 import { messageText, toMessages, type Input } from "./messages.js";
 import { grpcTransport, type Tls } from "./transport.js";
 
@@ -249,20 +251,17 @@ export interface Decided {
   session: Session;
 }
 
-/** A connection to an `agentsessionsd` Sessions endpoint. */
-export class Client {
-  /** The generated client, for calls this class does not wrap. */
-  readonly rpc: RpcClient<typeof Sessions>;
-  readonly project: string;
-  private readonly timeoutMs: number | undefined;
+/** A connection to one of the daemon's APIs: its HTTP/2 session, default deadline, and the
+ * calls' error mapping and paging. */
+abstract class Connection {
   private readonly session: Http2SessionManager;
+  protected readonly transport: Transport;
+  private readonly timeoutMs: number | undefined;
 
-  /** Connects to `target` (`host:port`, or an `http://`/`https://` URL). */
-  constructor(target: string, options: ClientOptions = {}) {
+  constructor(target: string, options: ClientOptions) {
     const { transport, session } = grpcTransport(target, options.tls, options.token);
     this.session = session;
-    this.rpc = createClient(Sessions, transport);
-    this.project = options.project ?? "";
+    this.transport = transport;
     this.timeoutMs = options.timeoutMs;
   }
 
@@ -275,17 +274,53 @@ export class Client {
     this.close();
   }
 
-  private options(call: CallOptions | undefined): { signal?: AbortSignal; timeoutMs?: number } {
+  protected options(call: CallOptions | undefined): { signal?: AbortSignal; timeoutMs?: number } {
     const timeoutMs = call?.timeoutMs ?? this.timeoutMs;
     return { ...(call?.signal ? { signal: call.signal } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
   }
 
-  private async unary<T>(call: () => Promise<T>): Promise<T> {
+  protected async unary<T>(call: () => Promise<T>): Promise<T> {
     try {
       return await call();
     } catch (err) {
       throw translate(err);
     }
+  }
+
+  /** A listing whose pages follow `next_page_token` until it is empty. */
+  protected byToken<T>(page: (token: string) => Promise<{ items: T[]; next: string }>): Paged<T> {
+    const unary = this.unary.bind(this);
+    return new Paged(async function* (): AsyncGenerator<T[]> {
+      let token = "";
+      for (;;) {
+        const { items, next } = await unary(() => page(token));
+        yield items;
+        if (next === "") return;
+        token = next;
+      }
+    });
+  }
+
+  protected async *streamed<T>(stream: AsyncIterable<T>): AsyncGenerator<T> {
+    try {
+      yield* stream;
+    } catch (err) {
+      throw translate(err);
+    }
+  }
+}
+
+/** A connection to an `agentsessionsd` Sessions endpoint. */
+export class Client extends Connection {
+  /** The generated client, for calls this class does not wrap. */
+  readonly rpc: RpcClient<typeof Sessions>;
+  readonly project: string;
+
+  /** Connects to `target` (`host:port`, or an `http://`/`https://` URL). */
+  constructor(target: string, options: ClientOptions = {}) {
+    super(target, options);
+    this.rpc = createClient(Sessions, this.transport);
+    this.project = options.project ?? "";
   }
 
   // Sessions
@@ -479,27 +514,43 @@ export class Client {
       return { items: page.approvals, next: page.nextPageToken };
     });
   }
+}
 
-  // Helpers
+/** The operator's `HarnessRegistry` API (served on the daemon's `--registry-addr`). */
+export class RegistryClient extends Connection {
+  /** The generated client, for calls this class does not wrap. */
+  readonly rpc: RpcClient<typeof HarnessRegistry>;
 
-  private byToken<T>(page: (token: string) => Promise<{ items: T[]; next: string }>): Paged<T> {
-    const unary = this.unary.bind(this);
-    return new Paged(async function* (): AsyncGenerator<T[]> {
-      let token = "";
-      for (;;) {
-        const { items, next } = await unary(() => page(token));
-        yield items;
-        if (next === "") return;
-        token = next;
-      }
-    });
+  constructor(target: string, options: Omit<ClientOptions, "project"> = {}) {
+    super(target, options);
+    this.rpc = createClient(HarnessRegistry, this.transport);
   }
 
-  private async *streamed<T>(stream: AsyncIterable<T>): AsyncGenerator<T> {
-    try {
-      yield* stream;
-    } catch (err) {
-      throw translate(err);
-    }
+  /** Registers the harness served at `address` under `name`. */
+  register(name: string, address: string, options: { resumability?: Resumability; descriptorId?: string } & CallOptions = {}): Promise<RegisterHarnessResponse> {
+    const spec = {
+      placement: { case: "remote" as const, value: { address } },
+      capabilities: { resumability: options.resumability ?? Resumability.STATELESS_REPLAY },
+      descriptorId: options.descriptorId ?? "",
+    };
+    return this.unary(() => this.rpc.registerHarness({ name, spec }, this.options(options)));
+  }
+
+  /** Reads one registration (`observe` also calls the harness's Describe). */
+  get(name: string, options: { observe?: boolean } & CallOptions = {}): Promise<HarnessRegistration> {
+    return this.unary(() => this.rpc.getHarness({ name, observe: options.observe ?? false }, this.options(options)));
+  }
+
+  /** Stops new sessions from selecting `name`. */
+  retire(name: string, reason = "", call?: CallOptions): Promise<HarnessRegistration> {
+    return this.unary(() => this.rpc.retireHarness({ name, reason }, this.options(call)));
+  }
+
+  /** Every registration, in name order. */
+  list(options: { includeRetired?: boolean; pageSize?: number } = {}, call?: CallOptions): Paged<HarnessRegistration> {
+    return this.byToken(async (pageToken) => {
+      const page = await this.rpc.listHarnesses({ pageToken, pageSize: options.pageSize ?? 0, includeRetired: options.includeRetired ?? false }, this.options(call));
+      return { items: page.harnesses, next: page.nextPageToken };
+    });
   }
 }

@@ -4,7 +4,7 @@
  * is `agentsessions/harness`; the agent adapters are `agentsessions/adapters/openai-agents`
  * and `agentsessions/adapters/langgraph`.
  */
-export { Client, ExecStream, Paged, PAGE_RECORDS } from "./client.js";
+export { Client, ExecStream, Paged, PAGE_RECORDS, RegistryClient } from "./client.js";
 export type { CallOptions, ClientOptions, Decided, DecisionOptions, ExecItem, ExecOptions, Int64, SessionSpec, TurnError, TurnResult, WatchItem } from "./client.js";
 export { CanonicalError, canonicalEvent, canonicalMessage, canonicalRecord, contentHash, eventJson, jcs, verifyRecords } from "./canonical.js";
 export type { VerifyFailure, VerifyReport } from "./canonical.js";
