@@ -103,8 +103,44 @@
 
   function sessionLink(uid, label) { return el("a", { href: "#/sessions/" + enc(uid) }, label || uid); }
 
+  function sizeText(n) {
+    n = Number(n || 0);
+    return n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KiB" : (n / 1048576).toFixed(1) + " MiB";
+  }
+
+  // A tool result's content as the API describes it (extensions §10): text, images (data: URLs
+  // the server size-capped), resource links with their MIME type, structured content folded.
+  function contentViews(views) {
+    return views.map(v => {
+      if (v.kind === "text") return el("pre", { class: "result" }, v.text);
+      if (v.kind === "image") {
+        return v.src
+          ? el("img", { class: "tool-image", src: v.src, alt: v.mime + ", " + sizeText(v.bytes) })
+          : el("div", { class: "muted" }, "image " + v.mime + ", " + sizeText(v.bytes) + " (not shown)");
+      }
+      if (v.kind === "file") {
+        return el("div", { class: "muted" }, "file " + [v.name, v.mime, v.uri || sizeText(v.bytes)].filter(Boolean).join(" "));
+      }
+      if (v.kind === "resource_link") {
+        // Only web links are clickable; other schemes (file:, test:) are shown as text.
+        const target = /^https?:\/\//i.test(v.uri)
+          ? el("a", { href: v.uri, target: "_blank", rel: "noopener noreferrer" }, v.uri)
+          : el("code", {}, v.uri);
+        return el("div", { class: "resource-link" }, "link " + (v.name || "") + " ", target,
+          " (" + (v.mime || "MIME type not given") + ")", v.description ? " — " + v.description : "");
+      }
+      if (v.kind === "resource") {
+        const head = "resource " + v.uri + " (" + (v.mime || "MIME type not given") + ", " + sizeText(v.bytes) + ")";
+        return v.text === undefined
+          ? el("div", { class: "muted" }, head + " binary, not shown")
+          : el("details", {}, el("summary", {}, head), el("pre", { class: "result" }, v.text));
+      }
+      return el("details", { class: "json" }, el("summary", {}, v.label || "data"), el("pre", { class: "result" }, json(v.value)));
+    });
+  }
+
   // What one record says, as nodes made from its text.
-  function detail(event) {
+  function detail(event, toolContent) {
     const out = [];
     if (!event) return out;
     if (event.message) {
@@ -127,9 +163,13 @@
       out.push("id=" + (r.id || "") + " ", el("span", { class: r.is_error ? "bad" : "ok" }, r.is_error ? "error" : "ok"));
       if (r.code) out.push(" " + r.code);
       if (r.error) out.push(el("div", { class: "bad" }, r.error));
-      const text = (r.content || []).filter(p => p.text).map(p => p.text.text).join("\n");
-      if (text) out.push(el("pre", { class: "result" }, text));
-      if (r.output) out.push(el("pre", { class: "result" }, json(r.output)));
+      if (toolContent) {
+        out.push(contentViews(toolContent));
+      } else {
+        const text = (r.content || []).filter(p => p.text).map(p => p.text.text).join("\n");
+        if (text) out.push(el("pre", { class: "result" }, text));
+        if (r.output) out.push(el("pre", { class: "result" }, json(r.output)));
+      }
     } else if (event.approval) {
       out.push("tool_call=" + (event.approval.tool_call_id || ""));
       if (event.approval.reason) out.push(" — " + event.approval.reason);
@@ -165,7 +205,7 @@
       el("td", { class: "seq" }, String(record.seq)),
       el("td", { class: "time" }, record.commit_time || ""),
       el("td", { class: "kind" }, kind),
-      el("td", { class: "detail" }, detail(record.event)));
+      el("td", { class: "detail" }, detail(record.event, record.tool_content)));
   }
 
   // ---- live records: Server-Sent Events read with fetch (so the token header goes along) ------

@@ -21,9 +21,10 @@ use crate::error::ConsoleError;
 pub const CSRF_HEADER: &str = "x-agentsessions-csrf";
 
 /// The console's Content-Security-Policy: scripts, styles and fetches from this origin only, no
-/// inline script or style, no plugins, frames, forms to elsewhere or base-URI games.
+/// inline script or style, no plugins, frames, forms to elsewhere or base-URI games. Images may
+/// also be `data:` URLs: the images tool results carry (extensions §10), for `img` only.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-     style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
 /// Adds the security headers to every response.
