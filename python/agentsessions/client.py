@@ -24,6 +24,7 @@ from ._pb import session_pb2, session_pb2_grpc
 from ._rpc import Call, Op, Paged
 from ._shared import Delta, ExecItem, Input, Tls, TurnResult
 from .canonical import VerifyReport, verify_records
+from .errors import AlreadyExists
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -361,6 +362,27 @@ class RegistryClient(_Connection):
     ) -> harness_registry_pb2.RegisterHarnessResponse:
         """Registers the harness served at ``address`` under ``name``."""
         return self._run(_rpc.register_harness(name, address, resumability, descriptor_id))
+
+    def register_versioned(
+        self,
+        name: str,
+        address: str,
+        *,
+        resumability: int = harness_pb2.RESUMABILITY_STATELESS_REPLAY,
+        descriptor_id: str = "",
+        max_versions: int = 1000,
+    ) -> harness_registry_pb2.RegisterHarnessResponse:
+        """Registers under ``name``, or, when ``name`` already holds another spec (a name is
+        bound to its spec for good: sessions on it keep it), under the first of ``name-v2``,
+        ``name-v3``, … that is free or already holds this spec. Re-registering during
+        development: the response's ``harness.metadata.name`` is the name to run on."""
+        for version in range(1, max_versions + 1):
+            candidate = name if version == 1 else f"{name}-v{version}"
+            try:
+                return self.register(candidate, address, resumability=resumability, descriptor_id=descriptor_id)
+            except AlreadyExists:
+                continue
+        raise AlreadyExists(f"{name} and its versions up to v{max_versions} hold other specs")
 
     def get(self, name: str, *, observe: bool = False) -> harness_registry_pb2.HarnessRegistration:
         """Reads one registration (``observe`` also calls the harness's Describe)."""

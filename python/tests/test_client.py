@@ -246,3 +246,23 @@ def test_a_registered_python_harness(start_daemon: Callable[..., Daemon]) -> Non
                 registry.get("nope")
     finally:
         server.stop(0)
+
+
+def test_re_registering_a_name_during_development_takes_the_next_version(start_daemon: Callable[..., Daemon]) -> None:
+    from agentsessions import RegistryClient
+
+    first, second = h.start_server(Conversational()), h.start_server(Conversational())
+    try:
+        daemon = start_daemon(*OFFLINE_TOOLS, registry=True)
+        with RegistryClient(daemon.registry) as registry, Client(daemon.addr) as client:
+            assert registry.register_versioned("dev", first.address).harness.metadata.name == "dev"
+            with pytest.raises(errors.AlreadyExists):
+                registry.register("dev", second.address)
+            moved = registry.register_versioned("dev", second.address)
+            assert moved.harness.metadata.name == "dev-v2" and moved.outcome == 1  # CREATED
+            again = registry.register_versioned("dev", second.address)
+            assert again.harness.metadata.name == "dev-v2" and again.outcome == 2  # UNCHANGED
+            assert client.run("hi", harness="dev-v2").output.endswith("python saw: hi")
+    finally:
+        first.stop(0)
+        second.stop(0)
