@@ -107,6 +107,11 @@ pub struct HostConfig {
     /// The model policy's allowed models, `model` being its default (extensions §4); empty: no
     /// policy. Add `echo` to keep the echo harness usable under a policy.
     pub model_allowed: Vec<String>,
+    /// What models take as input, by model id (`[model_modalities]` in the file, e.g.
+    /// `"gpt-3.5-turbo" = ["text"]`): a model without `image` is text-only, and the images of
+    /// tool results are described to it in text (extensions §10). A model not listed takes
+    /// text and images.
+    pub model_modalities: std::collections::BTreeMap<String, Vec<String>>,
     /// Model calls one chat turn may make while the model keeps asking for tools (default
     /// [`ChatHarness::DEFAULT_MAX_STEPS`]).
     pub chat_max_steps: Option<u32>,

@@ -42,6 +42,7 @@ pub fn effective_config(config: &HostConfig, telemetry: Value) -> Value {
         "model_timeout_secs": config.model_timeout_secs,
         "model_retries": config.model_retries,
         "model_allowed": config.model_allowed,
+        "model_modalities": config.model_modalities,
         "chat_max_steps": config.chat_max_steps,
         "harness": config.harness.iter().map(|h| redact(h)).collect::<Vec<_>>(),
         "reclaim_interval_secs": config.reclaim_interval_secs,

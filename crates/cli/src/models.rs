@@ -70,6 +70,7 @@ pub(crate) fn configured_model(
             lookup(key_var).unwrap_or_default()
         }
     };
+    let text_only_models = text_only_models(config)?;
     let provider_name = if config.model_provider.is_empty() {
         PROVIDERS[0]
     } else {
@@ -101,6 +102,7 @@ pub(crate) fn configured_model(
         "openai" => {
             let mut openai = OpenAiConfig::from_lookup(config.model.clone(), lookup);
             openai.api_key = key(openai.api_key);
+            openai.text_only_models = text_only_models;
             if !config.model_base_url.is_empty() {
                 openai.base_url.clone_from(&config.model_base_url);
             }
@@ -133,6 +135,7 @@ pub(crate) fn configured_model(
             }
             let mut anthropic = AnthropicConfig::from_lookup(config.model.clone(), lookup);
             anthropic.api_key = key(anthropic.api_key);
+            anthropic.text_only_models = text_only_models;
             if !config.model_base_url.is_empty() {
                 anthropic.base_url.clone_from(&config.model_base_url);
             }
@@ -167,6 +170,33 @@ pub(crate) fn configured_model(
             crate::config::redact(&endpoint)
         ),
     }))
+}
+
+/// The models `model_modalities` says take text only (extensions §10).
+///
+/// # Errors
+/// [`HostError::Model`] for a modality other than `text` and `image`, or a model without `text`.
+fn text_only_models(config: &HostConfig) -> Result<Vec<String>, HostError> {
+    let mut text_only = Vec::new();
+    for (model, modalities) in &config.model_modalities {
+        if let Some(other) = modalities
+            .iter()
+            .find(|m| !["text", "image"].contains(&m.as_str()))
+        {
+            return Err(refused(format!(
+                "model_modalities {model:?}: {other:?} is not a modality (text, image)"
+            )));
+        }
+        if !modalities.iter().any(|m| m == "text") {
+            return Err(refused(format!(
+                "model_modalities {model:?}: every model takes text"
+            )));
+        }
+        if !modalities.iter().any(|m| m == "image") {
+            text_only.push(model.clone());
+        }
+    }
+    Ok(text_only)
 }
 
 /// The model policy `config` asks for: `model` as the default, `model_allowed` as the allowed
@@ -356,6 +386,33 @@ mod tests {
         assert_eq!(parsed.chat_max_steps, Some(4));
         let refused: Result<HostConfig, _> = toml::from_str("model_api_key = \"sk-x\"\n");
         assert!(refused.is_err(), "a key in the file is an unknown setting");
+    }
+
+    // extensions §10: model_modalities names the text-only models; a modality it does not know,
+    // or a model without text, stops the host.
+    #[test]
+    fn model_modalities_name_the_text_only_models() {
+        let parsed: HostConfig = toml::from_str(
+            "model = \"m\"\n[model_modalities]\n\"m-text\" = [\"text\"]\n\"m-eyes\" = [\"text\", \"image\"]\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            text_only_models(&parsed).ok(),
+            Some(vec!["m-text".to_owned()])
+        );
+        assert!(configured_model(&parsed, &env(&[])).is_ok());
+        for bad in [&["text", "audio"][..], &["image"][..]] {
+            let config = HostConfig {
+                model_modalities: [(
+                    "m".to_owned(),
+                    bad.iter().map(|m| (*m).to_owned()).collect(),
+                )]
+                .into(),
+                ..with_model("openai")
+            };
+            let err = configured_model(&config, &env(&[])).unwrap_err();
+            assert!(err.to_string().contains("model_modalities \"m\""), "{err}");
+        }
     }
 
     // extensions §4: model_allowed makes a policy with model as its default; invalid policies

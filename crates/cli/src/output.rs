@@ -1,10 +1,12 @@
 //! Human-readable lines for records and sessions (semantics §10.8), and proto-JSON for scripts.
 
+use agentsessions_api::Part;
 use agentsessions_client::{text_of, uid_of};
 use agentsessions_wire::canonical::Canonical;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::event::Body;
 use serde::Serialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 
 fn enum_name(name: Option<&str>, prefix: &str) -> String {
@@ -70,13 +72,7 @@ fn record_body_line(record: &pb::LogRecord) -> String {
         Some(Body::Message(m)) => message_line(m),
         Some(Body::Model(call)) => format!("model={}", call.model),
         Some(Body::Tool(call)) => format!("tool={} id={}", call.tool, call.id),
-        Some(Body::Result(result)) => {
-            if result.is_error {
-                format!("id={} error: {}", result.id, result.error)
-            } else {
-                format!("id={} ok", result.id)
-            }
-        }
+        Some(Body::Result(result)) => result_line(result),
         Some(Body::Approval(request)) => format!("tool_call={}", request.tool_call_id),
         Some(Body::ApprovalResult(result)) => format!(
             "{} request_seq={}{}",
@@ -137,6 +133,94 @@ fn message_line(message: &pb::Message) -> String {
         (true, _) => format!("{}: {text}", message.role),
         (false, true) => format!("{}: -> calls {}", message.role, calls.join(", ")),
         (false, false) => format!("{}: {text} -> calls {}", message.role, calls.join(", ")),
+    }
+}
+
+/// How much of a tool result's text a record line shows.
+const RESULT_TEXT_CHARS: usize = 80;
+
+/// `id=<call> ok: "<text>" [image image/png 3.1 KiB] [resource link <uri>] [structured]`: a short
+/// summary of what the tool returned (extensions §10), or `id=<call> error: <error>` with the
+/// parts that are not text.
+fn result_line(result: &pb::ToolResult) -> String {
+    let Ok(result) = agentsessions_api::ToolResult::try_from(result.clone()) else {
+        return format!("id={} (unreadable result)", result.id);
+    };
+    let mut texts = Vec::new();
+    let mut others = Vec::new();
+    for part in &result.content {
+        match part {
+            Part::Text(text) => texts.push(text.text.clone()),
+            Part::File(file) if file.bytes.is_empty() => {
+                others.push(format!("[file {} {}]", file.mime, file.uri));
+            }
+            Part::File(file) => others.push(format!(
+                "[{} {} {}]",
+                if file.mime.starts_with("image/") {
+                    "image"
+                } else {
+                    "file"
+                },
+                file.mime,
+                size_text(file.bytes.len())
+            )),
+            Part::Data(data) => {
+                let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or_default();
+                match field("type") {
+                    "text" => texts.push(field("text").to_owned()),
+                    "image" | "audio" => {
+                        others.push(format!("[{} {}]", field("type"), field("mimeType")))
+                    }
+                    "resource_link" => others.push(format!("[resource link {}]", field("uri"))),
+                    "resource" => {
+                        let uri = data
+                            .get("resource")
+                            .and_then(|r| r.get("uri"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        others.push(format!("[resource {uri}]"));
+                    }
+                    _ => others.push("[data]".to_owned()),
+                }
+            }
+            _ => {}
+        }
+    }
+    if result.output.is_some() {
+        others.push("[structured]".to_owned());
+    }
+    let text = texts
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut line = if result.is_error {
+        format!("id={} error: {}", result.id, result.error)
+    } else if text.is_empty() {
+        format!("id={} ok", result.id)
+    } else if text.chars().count() > RESULT_TEXT_CHARS {
+        let cut: String = text.chars().take(RESULT_TEXT_CHARS).collect();
+        format!("id={} ok: {:?}", result.id, format!("{cut}…"))
+    } else {
+        format!("id={} ok: {text:?}", result.id)
+    };
+    if !others.is_empty() {
+        line.push(' ');
+        line.push_str(&others.join(" "));
+    }
+    line
+}
+
+/// A byte count as `512 B`, `3.1 KiB`, `2.0 MiB`.
+fn size_text(bytes: usize) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "a size shown to one decimal")]
+    let size = bytes as f64;
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1} KiB", size / 1024.0)
+    } else {
+        format!("{:.1} MiB", size / (1024.0 * 1024.0))
     }
 }
 
@@ -292,6 +376,68 @@ mod tests {
             session_line(&session).ends_with("name=notes owner=alice deletion=PENDING"),
             "{}",
             session_line(&session)
+        );
+    }
+
+    // extensions §10: a tool result's line summarizes its content: text (cut), images with
+    // their type and size, resource links, structured output.
+    #[test]
+    fn a_result_line_summarizes_the_content() {
+        let result = agentsessions_api::ToolResult {
+            id: "c1".into(),
+            content: vec![
+                Part::Text(agentsessions_api::TextPart {
+                    text: "Here's the image\nyou requested:".into(),
+                }),
+                Part::File(agentsessions_api::FilePart {
+                    mime: "image/png".into(),
+                    bytes: vec![0; 3200],
+                    ..agentsessions_api::FilePart::default()
+                }),
+                Part::Data(
+                    serde_json::json!({"type": "resource_link", "uri": "test://r/1", "name": "r"})
+                        .as_object()
+                        .cloned()
+                        .unwrap(),
+                ),
+            ],
+            output: serde_json::json!({"sum": 3}).as_object().cloned(),
+            ..agentsessions_api::ToolResult::default()
+        };
+        let line = result_line(&pb::ToolResult::from(result));
+        assert_eq!(
+            line,
+            "id=c1 ok: \"Here's the image you requested:\" [image image/png 3.1 KiB] [resource \
+             link test://r/1] [structured]"
+        );
+        let long = agentsessions_api::ToolResult {
+            id: "c2".into(),
+            content: vec![Part::Text(agentsessions_api::TextPart {
+                text: "x".repeat(200),
+            })],
+            ..agentsessions_api::ToolResult::default()
+        };
+        let line = result_line(&pb::ToolResult::from(long));
+        assert!(
+            line.ends_with(&format!("{}…\"", "x".repeat(RESULT_TEXT_CHARS))),
+            "{line}"
+        );
+        let failed = agentsessions_api::ToolResult {
+            id: "c3".into(),
+            is_error: true,
+            error: "nope".into(),
+            ..agentsessions_api::ToolResult::default()
+        };
+        assert_eq!(
+            result_line(&pb::ToolResult::from(failed)),
+            "id=c3 error: nope"
+        );
+        assert_eq!(
+            result_line(&pb::ToolResult {
+                id: "c4".into(),
+                ..pb::ToolResult::default()
+            }),
+            "id=c4 ok"
         );
     }
 
