@@ -2,6 +2,14 @@
 //! records, its streaming deltas and its opening, through one bounded channel the turn never
 //! waits on.
 //!
+//! Records stream at commit (extensions §11): the controller shows the records it waited for
+//! as they become durable, but an OUTPUT, a TOOL_RESULT or USAGE is appended without a wait and
+//! shown only with the turn's next durable append, which for a harness that only writes output
+//! is its END. So the reader also follows the session's commits ([`Log::follow`]) and reads
+//! what the turn committed past what it handed out from the journal, whose reads hand records
+//! out once durable: each record reaches the stream within a WAL sync of its commit. A record
+//! that then also comes through the channel is skipped by its seq.
+//!
 //! The turn cannot wait for its reader (the controller's [`Observer`] is synchronous, and a
 //! reader that stops must not hold the session), so a channel that fills up falls *behind*:
 //! records stop being queued, and [`TurnEvents::next`] reads the ones it missed from the
@@ -15,14 +23,17 @@
 //!                                       │ opened: guard notes the execution       ▲
 //!                                       │ full: behind from seq n                 │
 //!                                       └────────────────────── journal.read(n..) ┘
+//!  journal commit ──► Log::follow ──► head past what was handed out ──► journal.read(next..) ┘
 //! ```
+//!
+//! [`Log::follow`]: agentsessions_journal::Log::follow
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use agentsessions_api::Delta;
 use agentsessions_controller::Observer;
-use agentsessions_journal::{Journal, LogRecord};
+use agentsessions_journal::{HeadFollow, Journal, LogRecord};
 use tokio::sync::Notify;
 
 use crate::error::Result;
@@ -66,6 +77,9 @@ struct State {
     last_seq: i64,
     /// The turn returned: no more events will come.
     ended: bool,
+    /// The first seq the turn can append: its records are read from the journal as they commit
+    /// from here on (`None` until the turn's starting head is known).
+    first_seq: Option<i64>,
     /// The reader went away: nothing more is queued.
     closed: bool,
 }
@@ -90,8 +104,13 @@ pub(crate) fn channel(journal: Arc<dyn Journal>, session: &str) -> (TurnFeed, Tu
         channel: Some(Arc::clone(&channel)),
         held: Weak::new(),
     };
+    // Subscribed before the turn can append anything, so no commit of it goes unannounced.
+    let follow = channel.journal.follow(session);
     let events = TurnEvents {
         channel,
+        follow: Some(follow),
+        next_seq: None,
+        committed: 0,
         caught: VecDeque::new(),
         catch_up: None,
     };
@@ -122,6 +141,17 @@ impl TurnFeed {
             channel: self.channel.clone(),
             held: Arc::downgrade(held),
         })
+    }
+
+    /// The turn appends after `head`: from there on its records are read from the journal as
+    /// they commit, not only as the controller shows them.
+    pub(crate) fn starting_after(&self, head: i64) {
+        if let Some(channel) = &self.channel {
+            let mut state = channel.state();
+            state.first_seq = Some(head.saturating_add(1));
+            drop(state);
+            channel.wake.notify_one();
+        }
     }
 
     /// Ends the events once this value is dropped: the turn returned, whichever way.
@@ -196,10 +226,27 @@ impl Drop for Ending {
 /// Dropping it stops the queueing; the turn runs on.
 pub struct TurnEvents {
     channel: Arc<Channel>,
+    /// The session's commits, announced by the journal (`None` once the journal is gone).
+    follow: Option<HeadFollow>,
+    /// The next record to hand out, once known: earlier ones are skipped.
+    next_seq: Option<i64>,
+    /// The head the journal announced while the turn ran: the turn's own records up to it are
+    /// committed.
+    committed: i64,
     /// Records read again from the journal, not handed out yet.
     caught: VecDeque<LogRecord>,
-    /// While catching up: the next seq to read again and the last.
-    catch_up: Option<(i64, i64)>,
+    /// While catching up: the next seq to read again, the last, and whether the reader is
+    /// behind (the channel dropped records) rather than ahead of the controller.
+    catch_up: Option<CatchUp>,
+}
+
+/// Records to read from the journal.
+#[derive(Debug, Clone, Copy)]
+struct CatchUp {
+    from: i64,
+    to: i64,
+    /// The channel fell behind: once `to` is read, it is behind on what came since.
+    behind: bool,
 }
 
 impl std::fmt::Debug for TurnEvents {
@@ -220,10 +267,14 @@ impl TurnEvents {
     pub async fn next(&mut self) -> Option<Result<TurnEvent>> {
         loop {
             if let Some(record) = self.caught.pop_front() {
+                if self.next_seq.is_some_and(|next| record.seq < next) {
+                    continue;
+                }
+                self.next_seq = Some(record.seq.saturating_add(1));
                 return Some(Ok(TurnEvent::Record(Box::new(record))));
             }
-            if let Some((from, to)) = self.catch_up {
-                if let Err(err) = self.read_again(from, to).await {
+            if let Some(catch_up) = self.catch_up {
+                if let Err(err) = self.read_again(catch_up).await {
                     self.catch_up = None;
                     self.close();
                     return Some(Err(err));
@@ -233,27 +284,74 @@ impl TurnEvents {
             {
                 let mut state = self.channel.state();
                 if let Some(event) = state.queue.pop_front() {
+                    if let TurnEvent::Record(record) = &event {
+                        if self.next_seq.is_some_and(|next| record.seq < next) {
+                            // Already read from the journal as it committed.
+                            continue;
+                        }
+                        self.next_seq = Some(record.seq.saturating_add(1));
+                    }
                     return Some(Ok(event));
                 }
                 if state.closed {
                     return None;
                 }
                 if let Some(from) = state.behind_from {
-                    self.catch_up = Some((from, state.last_seq));
+                    let from = self.next_seq.map_or(from, |next| next.max(from));
+                    if from > state.last_seq {
+                        state.behind_from = None;
+                    } else {
+                        self.catch_up = Some(CatchUp {
+                            from,
+                            to: state.last_seq,
+                            behind: true,
+                        });
+                    }
                     continue;
                 }
                 if state.ended {
                     return None;
                 }
+                // Live: the turn committed records the controller has not shown yet.
+                let next = self.next_seq.or(state.first_seq);
+                if let Some(next) = next
+                    && self.committed >= next
+                {
+                    self.next_seq = Some(next);
+                    self.catch_up = Some(CatchUp {
+                        from: next,
+                        to: self.committed,
+                        behind: false,
+                    });
+                    continue;
+                }
             }
             // A wake made before this wait left a permit: it returns at once.
-            self.channel.wake.notified().await;
+            let announced = async {
+                match self.follow.as_mut() {
+                    Some(follow) => Some(follow.changed().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = self.channel.wake.notified() => {}
+                head = announced => match head {
+                    // Announced while the turn still runs, so the records up to it are the
+                    // turn's own (a later turn only starts once this one returned).
+                    Some(Ok(head)) if !self.channel.state().ended => {
+                        self.committed = self.committed.max(head);
+                    }
+                    Some(Ok(_)) | None => {}
+                    // The journal is gone: the channel still says what the turn did.
+                    Some(Err(_)) => self.follow = None,
+                },
+            }
         }
     }
 
-    /// Reads one page of records `from..=to` again; once `to` is read, the reader is behind
-    /// only on what the turn committed since.
-    async fn read_again(&mut self, from: i64, to: i64) -> Result<()> {
+    /// Reads one page of records `from..=to` again; once `to` is read, a reader that was
+    /// behind is behind only on what the turn committed since.
+    async fn read_again(&mut self, CatchUp { from, to, behind }: CatchUp) -> Result<()> {
         let last = from.saturating_add(PAGE - 1).min(to);
         let records = self
             .channel
@@ -261,14 +359,27 @@ impl TurnEvents {
             .read(&self.channel.session, from, last)
             .await?;
         let done = records.is_empty();
+        if done && !behind {
+            // Nothing committed there after all (a head announced by another host is a hint):
+            // wait for the next announcement.
+            self.committed = from.saturating_sub(1);
+        }
         self.caught.extend(records);
         // `to` may be i64::MAX: stop there, never past it.
         match last.checked_add(1) {
-            Some(next) if !done && next <= to => self.catch_up = Some((next, to)),
+            Some(next) if !done && next <= to => {
+                self.catch_up = Some(CatchUp {
+                    from: next,
+                    to,
+                    behind,
+                });
+            }
             _ => {
                 self.catch_up = None;
-                let mut state = self.channel.state();
-                state.behind_from = (state.last_seq > to).then(|| to.saturating_add(1));
+                if behind {
+                    let mut state = self.channel.state();
+                    state.behind_from = (state.last_seq > to).then(|| to.saturating_add(1));
+                }
             }
         }
         Ok(())

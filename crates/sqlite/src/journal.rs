@@ -125,12 +125,14 @@ impl SqliteJournal {
         // than queueing without limit; the default depth is several full batches, so the writer
         // never idles while callers are waiting.
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
+        let feed = CommitFeed::new();
         let writer = Writer::new(
             conn,
             options.default_project.clone(),
             Arc::clone(&watermark),
             syncer,
             options.writer_spin,
+            Arc::clone(&feed),
         );
         let handle = std::thread::Builder::new()
             .name("journal-writer".to_owned())
@@ -143,7 +145,7 @@ impl SqliteJournal {
             durability,
             watermark,
             writer_thread: Mutex::new(Some(handle)),
-            feed: CommitFeed::new(),
+            feed,
         })
     }
 
@@ -358,8 +360,8 @@ impl Log for SqliteJournal {
             Wait::Durable => true,
             Wait::Committed => false,
             Wait::Queued => {
-                // Followers are woken by the durable append that follows: they are handed
-                // records only once durable.
+                // The writer wakes followers once it committed them: they are handed records
+                // only once durable.
                 return writer_queue::queue_append(
                     &self.writer,
                     Command::Append,

@@ -197,7 +197,7 @@ impl Placer {
     }
 
     async fn drive_turn(&self, call: TurnCall, feed: TurnFeed) -> Result<TurnRun> {
-        let _ends = feed.ending();
+        let ends = feed.ending();
         let TurnCall {
             session: info,
             harness,
@@ -206,6 +206,8 @@ impl Placer {
         let held = Arc::new(self.take_guard_of(&info).await?);
         let run = async {
             let state = self.live_state(&info).await?;
+            // Under the guard, the head stays put until the turn appends.
+            feed.starting_after(state.head());
             let feed = feed.noting(&held);
             if continues_unfinished(&request, state.view()) {
                 let resume = ResumeCall {
@@ -223,6 +225,9 @@ impl Placer {
             }
         }
         .await;
+        // The events end before the guard goes, so what the journal announces after belongs
+        // to another turn, never read as this one's.
+        drop(ends);
         drop(held);
         // The turn is over: what its runtime kept of it is the session's compute now.
         if let Err(err) = self.settle_after(&info).await {

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use agentsessions_api::{ComputeState, Timestamp};
 use agentsessions_journal::chain::PreparedEvent;
+use agentsessions_journal::follow::CommitFeed;
 use agentsessions_journal::writer_queue::Append;
 use agentsessions_journal::{
     FenceUse, HarnessRow, JournalError, LogHead, LogRecord, RegisterOutcome, Result, SessionRow,
@@ -160,6 +161,11 @@ pub(crate) struct Writer {
     /// How long to watch the queue after a commit before sleeping
     /// ([`SqliteOptions::writer_spin`](crate::SqliteOptions::writer_spin)).
     spin: Duration,
+    /// The journal's followers: woken here for deferred appends, whose callers are told at
+    /// commit but show them to nobody until a later durable append.
+    feed: std::sync::Arc<CommitFeed>,
+    /// This batch's deferred appends: the session and its new head, announced once committed.
+    deferred_heads: Vec<(String, i64)>,
 }
 
 impl Writer {
@@ -169,6 +175,7 @@ impl Writer {
         watermark: std::sync::Arc<Watermark>,
         syncer: Syncer,
         spin: Duration,
+        feed: std::sync::Arc<CommitFeed>,
     ) -> Self {
         Self {
             conn,
@@ -179,6 +186,8 @@ impl Writer {
             heads: HashMap::new(),
             touched: HashMap::new(),
             spin,
+            feed,
+            deferred_heads: Vec::new(),
         }
     }
 
@@ -329,11 +338,19 @@ impl Writer {
                 self.commit()
             }
         };
+        let deferred_heads = std::mem::take(&mut self.deferred_heads);
         if outcome.is_err() {
             // The cache holds this batch's appends; the file does not.
             self.heads.clear();
             self.touched.clear();
         } else {
+            // Followers read through the read connections, which hand records out only once
+            // durable, so they may be woken at commit: a deferred record then reaches a Watch
+            // (and an Exec stream) within a sync of its commit, not at the turn's next durable
+            // append (extensions §11).
+            for (session, head) in &deferred_heads {
+                self.feed.publish(session, *head);
+            }
             // Deferred appends are told now; the rest once the batch is durable.
             let (at_commit, at_sync): (Vec<Done>, Vec<Done>) =
                 done.into_iter().partition(Done::at_commit);
@@ -408,6 +425,9 @@ impl Writer {
                 if durable {
                     Done::Append(ack, appended)
                 } else {
+                    if let Some(last) = appended.as_ref().ok().and_then(|records| records.last()) {
+                        self.deferred_heads.push((session, last.seq));
+                    }
                     Done::Committed(ack, appended)
                 }
             }
