@@ -219,6 +219,12 @@ class Sink:
         self.failure: HarnessError | None = None
 
     @property
+    def execution_id(self) -> str:
+        """The execution (turn) this sink records into: stable on replay, so idempotency keys
+        derived from it and a model's call id are too."""
+        return self._x.execution_id
+
+    @property
     def cancelled(self) -> bool:
         """True once the host cancelled the execution or went away."""
         return self._x.stopped is not None

@@ -6,12 +6,15 @@ a valid history; the host's usage reaches the session and the framework."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 import warnings
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import STUB_KEY_VARIABLE, Daemon, StubModel
+from conftest import PYTHON_DIR, STUB_KEY_VARIABLE, Daemon, StubModel
 
 from agentsessions import Client, pb_common
 from agentsessions import harness as h
@@ -28,6 +31,7 @@ from agentsessions.adapters.langchain import HostChatModel, LangGraphHarness  # 
 from agentsessions.adapters.openai_agents import AgentsHarness, HostModel  # noqa: E402
 
 warnings.filterwarnings("ignore", message="create_react_agent has been moved")
+TOOLS = Path(__file__).resolve().parent / "tools"
 
 
 def kinds(records: list[pb_common.LogRecord]) -> list[str]:
@@ -231,3 +235,48 @@ def test_agents_sdk_run_streamed(serve_on_daemon: Callable[[h.Harness], Daemon])
         result = client.run('/tool lookup {"key": "s"}', harness="agent")
         assert result.output == "the tool said: value-of-s"
         assert kinds(result.records).count("USAGE") == 2
+
+
+def test_a_host_run_tool_runs_at_most_once(
+    tmp_path: Path, start_daemon: Callable[..., Daemon], stub_model: StubModel
+) -> None:
+    counter = tmp_path / "bumps"
+    config = tmp_path / "daemon.toml"
+    config.write_text(
+        "[[mcp_servers]]\n"
+        'name = "counter"\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(TOOLS / 'mcp_counter.py'))}]\n"
+        f"env = {{ COUNTER_FILE = {json.dumps(str(counter))}, PYTHONPATH = {json.dumps(str(PYTHON_DIR))} }}\n"
+    )
+
+    def build(model: HostModel) -> Agent[Any]:
+        bump = model.host_tool("counter__bump", params_json_schema={"type": "object", "properties": {"key": {"type": "string"}}})
+        return Agent(name="bumper", tools=[bump], model=model)
+
+    server = h.start_server(AgentsHarness("bumper", build))
+    try:
+        flags = ["--config", str(config), *stub_model.model_flags(), f"--harness=agent={server.address}"]
+        daemon = start_daemon(*flags, env={STUB_KEY_VARIABLE: "stub-key"})
+        wait_until(lambda: "MCP server up" in daemon.log.read_text())  # tools are listed in the background
+        with Client(daemon.addr) as client:
+            first = client.run('/tool counter__bump {"key": "a"}', harness="agent")
+            assert first.output == "the tool said: bumped a", daemon.log.read_text()[-2000:]
+            calls = [r.event.tool for r in first.records if r.event.kind == pb_common.EVENT_TOOL_CALL]
+            assert [(c.tool, c.mediation) for c in calls] == [("counter__bump", pb_common.MEDIATION_CONTROLLER_MEDIATED)]
+            assert counter.read_text() == "a\n"
+            # Replayed from the journal (a fork inside the turn, resumed): the tool is not run again.
+            end_seq = next(r.seq for r in first.records if r.event.kind == pb_common.EVENT_END)
+            (child,) = client.fork(first.session.metadata.uid, at_seq=end_seq - 1)
+            replayed = client.resume(child.metadata.uid).result()
+            assert [k for k in kinds(replayed.records) if k != "LIFECYCLE"] == ["END"]
+            assert counter.read_text() == "a\n"
+    finally:
+        server.stop(0)
+
+
+def wait_until(ready: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, "never ready"
+        time.sleep(0.05)

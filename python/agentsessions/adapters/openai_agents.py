@@ -20,6 +20,7 @@ from typing import Any
 
 from agents import Agent, FunctionTool, Handoff, ModelSettings, RunConfig, RunHooks, Runner, set_tracing_disabled
 from agents.agent_output import AgentOutputSchemaBase
+from agents.tool_context import ToolContext
 from agents.result import RunResultBase
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
@@ -210,6 +211,31 @@ class HostModel(Model):
         self._model = model
         self._asked: set[str] = set()
         self._reported: set[str] = set()
+
+    def host_tool(
+        self, name: str, *, description: str = "", params_json_schema: dict[str, Any] | None = None
+    ) -> FunctionTool:
+        """A tool the host runs (one of the daemon's MCP tools, ``server__tool``), offered to the
+        agent as a function tool: its TOOL_CALL is journaled before the host runs it and its
+        result after, keyed by the execution and the model's call id, so a replay or a resume
+        after a crash serves the recorded result and never runs it twice (the host's ledger)."""
+
+        async def invoke(context: ToolContext[Any], arguments: str) -> str:
+            call = common_pb2.ToolCall(
+                id=context.tool_call_id,
+                tool=name,
+                args=h.struct(json.loads(arguments or "{}")),
+                mediation=common_pb2.MEDIATION_CONTROLLER_MEDIATED,
+                idempotency_key=f"{self._sink.execution_id}/{context.tool_call_id}",
+            )
+            result = await asyncio.to_thread(self._sink.tool_call, call)
+            self._reported.add(context.tool_call_id)  # the host journaled its result
+            return _tool_output_text(result) or result.error
+
+        schema = params_json_schema if params_json_schema is not None else {"type": "object", "properties": {}}
+        return FunctionTool(
+            name=name, description=description, params_json_schema=schema, on_invoke_tool=invoke, strict_json_schema=False
+        )
 
     def _report_tool_outputs(self, items: str | list[TResponseInputItem]) -> int:
         """Journals the outputs of tools the agent ran for calls this model asked for, once;
