@@ -237,8 +237,24 @@ def test_agents_sdk_run_streamed(serve_on_daemon: Callable[[h.Harness], Daemon])
         assert kinds(result.records).count("USAGE") == 2
 
 
+BUMP_SCHEMA = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
+
+
+def agents_bumper(model: HostModel) -> Agent[Any]:
+    return Agent(name="bumper", tools=[model.host_tool("counter__bump", params_json_schema=BUMP_SCHEMA)], model=model)
+
+
+def langgraph_bumper(model: HostChatModel) -> Any:
+    return create_react_agent(model, [model.host_tool("counter__bump", args_schema=BUMP_SCHEMA)])
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [AgentsHarness("bumper", agents_bumper), LangGraphHarness("bumper", langgraph_bumper)],
+    ids=["agents-sdk", "langgraph"],
+)
 def test_a_host_run_tool_runs_at_most_once(
-    tmp_path: Path, start_daemon: Callable[..., Daemon], stub_model: StubModel
+    harness: h.Harness, tmp_path: Path, start_daemon: Callable[..., Daemon], stub_model: StubModel
 ) -> None:
     counter = tmp_path / "bumps"
     config = tmp_path / "daemon.toml"
@@ -250,11 +266,7 @@ def test_a_host_run_tool_runs_at_most_once(
         f"env = {{ COUNTER_FILE = {json.dumps(str(counter))}, PYTHONPATH = {json.dumps(str(PYTHON_DIR))} }}\n"
     )
 
-    def build(model: HostModel) -> Agent[Any]:
-        bump = model.host_tool("counter__bump", params_json_schema={"type": "object", "properties": {"key": {"type": "string"}}})
-        return Agent(name="bumper", tools=[bump], model=model)
-
-    server = h.start_server(AgentsHarness("bumper", build))
+    server = h.start_server(harness)
     try:
         flags = ["--config", str(config), *stub_model.model_flags(), f"--harness=agent={server.address}"]
         daemon = start_daemon(*flags, env={STUB_KEY_VARIABLE: "stub-key"})

@@ -14,6 +14,7 @@ Requires the ``langgraph`` extra (``langchain-core`` and ``langgraph``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -189,6 +190,29 @@ class HostChatModel(BaseChatModel):
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=formatted, **kwargs)
 
+    def host_tool(
+        self, name: str, *, description: str = "", args_schema: dict[str, Any] | None = None
+    ) -> BaseTool:
+        """A tool the host runs (one of the daemon's MCP tools, ``server__tool``) for the graph
+        (``ToolNode``, ``create_react_agent``): its TOOL_CALL is journaled before the host runs
+        it and its result after, keyed by the execution and the model's call id, so a replay or
+        a resume after a crash serves the recorded result and never runs it twice."""
+        schema = args_schema if args_schema is not None else {"type": "object", "properties": {}}
+        return _HostTool(name=name, description=description or name, args_schema=schema, model=self)
+
+    def _run_on_host(self, name: str, call_id: str, args: dict[str, Any]) -> ToolMessage:
+        call = common_pb2.ToolCall(
+            id=call_id,
+            tool=name,
+            args=h.struct(args),
+            mediation=common_pb2.MEDIATION_CONTROLLER_MEDIATED,
+            idempotency_key=f"{self.sink.execution_id}/{call_id}",
+        )
+        result = self.sink.tool_call(call)
+        self._reported.add(call_id)  # the host journaled its result
+        text = _tool_result_text(result) or result.error
+        return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error" if result.is_error else "success")
+
     def _report_tool_results(self, messages: Sequence[BaseMessage]) -> None:
         """Journals the results of tools the graph ran for calls this model asked for, once."""
         for message in messages:
@@ -239,6 +263,24 @@ class HostChatModel(BaseChatModel):
         self._answered.add(reply.id)
         self._asked.update(call["id"] for call in reply.tool_calls if call["id"])
         return ChatResult(generations=[ChatGeneration(message=reply)], llm_output={"token_usage": reply.usage_metadata})
+
+
+class _HostTool(BaseTool):
+    """What :meth:`HostChatModel.host_tool` returns: called with the model's tool call (as
+    ``ToolNode`` calls it), it has the host run the tool."""
+
+    model: Any
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        if not (isinstance(input, dict) and input.get("type") == "tool_call" and input.get("id")):
+            raise ValueError(f"{self.name} runs on the host: call it with the model's tool call (ToolNode does)")
+        return self.model._run_on_host(self.name, input["id"], dict(input.get("args") or {}))
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self.invoke, input, config)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("called through invoke")
 
 
 GraphBuilder = Callable[[HostChatModel], Runnable[Any, Any]]
