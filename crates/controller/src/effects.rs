@@ -158,7 +158,8 @@ fn describe(record: Option<&LogRecord>) -> String {
     }
 }
 
-/// Consumes a MODEL_CALL (and its OUTPUT) for `request` whose model-input hash is `hash`.
+/// Consumes a MODEL_CALL (with its OUTPUT, and the USAGE right after it) for `request` whose
+/// model-input hash is `hash`.
 pub fn take_model(recorded: &mut Recorded, request: &ModelRequest, hash: &str) -> ModelStep {
     let Some(next) = recorded.peek() else {
         return ModelStep::Exhausted;
@@ -199,12 +200,22 @@ pub fn take_model(recorded: &mut Recorded, request: &ModelRequest, hash: &str) -
         .peek()
         .map(|r| regenerated(r, EventKind::Output, EventBody::Message(message.clone())));
     recorded.consume(again.as_ref());
-    // The harness reports usage with what model() returned; serve the recorded USAGE so the same
-    // call matches its record.
+    // A USAGE right after the OUTPUT is the answer's own (the live sink appends the two together,
+    // and a harness that reports usage at once records it there too): it is consumed with the
+    // answer and served in it, and the harness's report of it is matched by the sink.
     let usage = match recorded.peek_kind(EventKind::Usage).map(|r| &r.event.body) {
         Some(Some(EventBody::Usage(usage))) => usage.clone(),
-        _ => Usage::default(),
+        _ => {
+            return ModelStep::Served(ModelResponse {
+                message,
+                usage: Usage::default(),
+            });
+        }
     };
+    let again = recorded
+        .peek()
+        .map(|r| regenerated(r, EventKind::Usage, EventBody::Usage(usage.clone())));
+    recorded.consume(again.as_ref());
     ModelStep::Served(ModelResponse { message, usage })
 }
 

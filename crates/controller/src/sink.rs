@@ -85,6 +85,9 @@ pub(crate) struct SinkState {
     /// Deferred appends handed to the journal and not yet collected, in order: `head` already
     /// counts them, and the next durable append queues behind them.
     pub(crate) queued: Vec<Appended>,
+    /// Usage journaled with its model answer (live, or consumed with it from the record) that
+    /// the harness has not reported yet: its report is already recorded, not appended again.
+    answered_usage: Vec<Usage>,
 }
 
 impl SinkState {
@@ -223,6 +226,12 @@ impl Sink {
     /// its commit: the journal queues it, and the next durable append, which queues behind it,
     /// makes it durable and shows it (see [`Wait::Queued`](agentsessions_journal::Wait::Queued)).
     async fn append_deferred(&self, st: &mut SinkState, event: Event) -> ApiResult<()> {
+        self.append_deferred_all(st, vec![event]).await
+    }
+
+    /// [`Sink::append_deferred`] of records that commit together or not at all (one append).
+    async fn append_deferred_all(&self, st: &mut SinkState, events: Vec<Event>) -> ApiResult<()> {
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
         let queued = self
             .ctx
             .journal
@@ -231,14 +240,14 @@ impl Sink {
                     &self.ctx.session,
                     st.head,
                     FenceUse::Hold(self.ctx.fence),
-                    vec![event],
+                    events,
                 )
                 .wait(Wait::Queued),
             )
             .await;
         match queued {
             Ok(queued) => {
-                st.head += 1;
+                st.head += count;
                 st.queued.push(queued);
                 Ok(())
             }
@@ -339,7 +348,15 @@ impl Sink {
         st.live_model_calls += 1;
         let output = self.event(EventKind::Output, EventBody::Message(response.message));
         response.message = output.message().cloned().unwrap_or_default();
-        self.append_deferred(st, output).await?;
+        // The answer and its usage commit in one append, so no crash leaves an answer whose
+        // usage is lost; an answer that counts no tokens (the echo model's) records none here.
+        if !counts_tokens(&response.usage) {
+            self.append_deferred(st, output).await?;
+        } else {
+            let usage = self.event(EventKind::Usage, EventBody::Usage(response.usage.clone()));
+            self.append_deferred_all(st, vec![output, usage]).await?;
+            st.answered_usage.push(response.usage.clone());
+        }
         if let Some(relay) = relay {
             relay.observer.delta(&Delta {
                 execution_id: self.ctx.wire_execution_id.clone(),
@@ -545,6 +562,9 @@ impl EventSink for Sink {
                     &request.model
                 };
                 spans::model_replayed(self.ctx.model.name(), model, &request, &response);
+                if response.usage != Usage::default() {
+                    st.answered_usage.push(response.usage.clone());
+                }
                 st.outputs.push(response.message.text());
                 Ok(response)
             }
@@ -688,6 +708,11 @@ impl EventSink for Sink {
         let mut guard = self.state.lock().await;
         let st = &mut *guard;
         Self::ensure_accepting(st)?;
+        if let Some(answered) = st.answered_usage.iter().position(|u| *u == usage) {
+            // Journaled with its answer already.
+            st.answered_usage.remove(answered);
+            return Ok(());
+        }
         if self.goes_live(st) {
             let event = self.event(EventKind::Usage, EventBody::Usage(usage));
             self.append_deferred(st, event).await?;
@@ -702,4 +727,12 @@ impl EventSink for Sink {
             Err(reason) => Err(Self::diverge(st, reason)),
         }
     }
+}
+
+/// Whether `usage` counts any tokens.
+fn counts_tokens(usage: &Usage) -> bool {
+    usage.input_tokens != 0
+        || usage.output_tokens != 0
+        || usage.reasoning_tokens != 0
+        || usage.cached_input_tokens != 0
 }

@@ -44,9 +44,9 @@ pub(crate) struct Args {
     #[arg(long, env = "HARNESSNODE_EXIT_ON_STDIN_EOF")]
     pub(crate) exit_on_stdin_eof: bool,
 
-    /// Test hook: hold each output of the harness this many milliseconds before sending it
-    /// (the counter has counted, its answer is not sent yet), so a test can kill the harness or
-    /// its VM while a turn is in progress. 0 (the default) holds nothing.
+    /// Test hook: hold each output and usage report of the harness this many milliseconds before
+    /// sending it (the counter has counted, its answer is not sent yet), so a test can kill the
+    /// harness, its VM or the host while a turn is in progress. 0 (the default) holds nothing.
     #[arg(long, env = "HARNESS_ANSWER_DELAY_MS", default_value_t = 0)]
     pub(crate) answer_delay_ms: u64,
 

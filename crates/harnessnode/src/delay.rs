@@ -1,6 +1,7 @@
-//! [`HeldAnswers`]: a test hook (`--answer-delay-ms`) that holds each `Output` of the served
-//! harness for a while before sending it. The counter has then counted but not yet answered, so
-//! a test can kill the harness (or the VM it runs in) while a turn is in progress.
+//! [`HeldAnswers`]: a test hook (`--answer-delay-ms`) that holds each `Output` and each usage
+//! report of the served harness for a while before sending it. The counter has then counted but
+//! not yet answered (the chat harness has its answer but has not reported its usage), so a test
+//! can kill the harness, the VM it runs in or the host while a turn is in progress.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,8 @@ impl Harness for HeldAnswers {
     }
 }
 
-/// The execution's sink, with `output` held for `delay`; everything else passes through.
+/// The execution's sink, with `output` and `usage` held for `delay`; everything else passes
+/// through.
 struct HeldSink<'a> {
     inner: &'a dyn EventSink,
     delay: Duration,
@@ -64,6 +66,7 @@ impl EventSink for HeldSink<'_> {
     }
 
     async fn usage(&self, usage: Usage) -> Result<()> {
+        tokio::time::sleep(self.delay).await;
         self.inner.usage(usage).await
     }
 }
