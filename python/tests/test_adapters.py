@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,7 +29,8 @@ from langgraph.prebuilt import create_react_agent  # noqa: E402
 from agentsessions.adapters.langchain import HostChatModel, LangGraphHarness  # noqa: E402
 from agentsessions.adapters.openai_agents import AgentsHarness, HostModel  # noqa: E402
 
-warnings.filterwarnings("ignore", message="create_react_agent has been moved")
+# create_react_agent moved to the langchain package; langgraph keeps it until 2.0.
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 TOOLS = Path(__file__).resolve().parent / "tools"
 
 
