@@ -292,3 +292,49 @@ def wait_until(ready: Callable[[], bool], seconds: float = 30) -> None:
     while not ready():
         assert time.monotonic() < deadline, "never ready"
         time.sleep(0.05)
+
+
+def test_langgraph_state_beyond_messages_survives_turns_and_replay(
+    serve_on_daemon: Callable[[h.Harness], Daemon], stub_model: StubModel
+) -> None:
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    class Counted(MessagesState):
+        count: int
+        seen: list[str]
+
+    def build(model: HostChatModel) -> Any:
+        def ask(state: Counted) -> dict[str, Any]:
+            return {"messages": [model.invoke(state["messages"])]}
+
+        def count(state: Counted) -> dict[str, Any]:
+            n = state.get("count", 0) + 1
+            said = [*state.get("seen", []), str(state["messages"][-2].content)]
+            return {"count": n, "seen": said, "messages": [AIMessage(content=f"turn {n}")]}
+
+        graph = StateGraph(Counted)
+        graph.add_node("ask", ask)
+        graph.add_node("count", count)
+        graph.add_edge(START, "ask")
+        graph.add_edge("ask", "count")
+        graph.add_edge("count", END)
+        return graph.compile()
+
+    daemon = serve_on_daemon(LangGraphHarness("counted", build))
+    with Client(daemon.addr) as client:
+        first = client.run("a", harness="agent")
+        uid = first.session.metadata.uid
+        assert first.outputs == ["stub:a", "turn 1"]
+        second = client.run("b", session=uid)
+        assert second.outputs == ["stub:b", "turn 2"]
+        # The model never saw the recorded state: its second request is the conversation only.
+        assert [m["role"] for m in stub_model.requests[-1]["messages"]] == ["user", "assistant", "assistant", "user"]
+        # A fork inside the second turn replays it from the journal, state included.
+        end_seq = next(r.seq for r in second.records if r.event.kind == pb_common.EVENT_END)
+        (child,) = client.fork(uid, at_seq=end_seq - 1)
+        replayed = client.resume(child.metadata.uid).result()
+        assert [k for k in kinds(replayed.records) if k != "LIFECYCLE"] == ["END"]
+        third = client.run("c", session=uid)
+        assert third.outputs == ["stub:c", "turn 3"]
+        assert client.verify(uid).ok

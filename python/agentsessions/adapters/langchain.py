@@ -286,10 +286,45 @@ class _HostTool(BaseTool):
 GraphBuilder = Callable[[HostChatModel], Runnable[Any, Any]]
 
 
+# The id of the TOOL_RESULT that records a graph's state beyond its messages (no model call
+# asked for it, and the adapter never shows it to the model).
+STATE_KEY = "langgraph_state"
+
+
+def state_result(state: dict[str, Any]) -> common_pb2.ToolResult:
+    """The record of the graph's state keys beyond ``messages`` after a turn (as JSON: values
+    that are not JSON are recorded as their text)."""
+    data = json.loads(json.dumps(state, default=str, sort_keys=True))
+    return common_pb2.ToolResult(id=STATE_KEY, output=h.struct(data))
+
+
+def saved_state(message: common_pb2.Message) -> dict[str, Any] | None:
+    """The state a :func:`state_result` recorded, None for any other message."""
+    for part in message.parts:
+        if part.HasField("tool_result") and part.tool_result.id == STATE_KEY:
+            value = _whole_numbers(json_format.MessageToDict(part.tool_result.output))
+            return value if isinstance(value, dict) else {}
+    return None
+
+
+def _whole_numbers(value: Any) -> Any:
+    """``value`` with the whole floats a protobuf Struct makes of integers as ints again."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
 class LangGraphHarness:
     """Serves a LangGraph graph as a harness. ``build`` makes the graph around the host model
-    (called once per execution); the graph takes and returns ``{"messages": [...]}``. The
-    conversation handed to it is rebuilt from the journal (``start.conversation()``)."""
+    (called once per execution); the graph takes and returns ``{"messages": [...]}`` and any
+    other state keys. The conversation handed to it is rebuilt from the journal
+    (``start.conversation()``); the other keys are recorded after a turn that changed them (a
+    TOOL_RESULT with id ``langgraph_state``, which the model never sees) and handed to the next
+    turn."""
 
     def __init__(
         self,
@@ -316,9 +351,16 @@ class LangGraphHarness:
         in threads; the sink serializes their calls)."""
         model = HostChatModel(sink=sink, model_name=start.model)
         graph = self._build(model)
+        saved: dict[str, Any] = {}
         messages: list[BaseMessage] = []
         for message in start.conversation():
-            messages.extend(from_message(message))
-        state = await graph.ainvoke({"messages": messages}, config={"recursion_limit": self._recursion_limit})
+            if (state := saved_state(message)) is not None:
+                saved = state
+            else:
+                messages.extend(from_message(message))
+        state = await graph.ainvoke({**saved, "messages": messages}, config={"recursion_limit": self._recursion_limit})
         final = state.get("messages", []) if isinstance(state, dict) else []
         model.settle(final[len(messages) :])
+        rest = {k: v for k, v in state.items() if k != "messages"} if isinstance(state, dict) else {}
+        if rest and rest != saved:
+            sink.report(state_result(rest))
