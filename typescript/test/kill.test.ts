@@ -66,13 +66,14 @@ test("SIGKILL mid-turn, restart, resume: no duplicate model call, the chain veri
     open();
     daemon = await Daemon.start(dir, flags, { env, journal });
     client = new Client(daemon.addr);
+    // The answer's usage may commit with it (a host that records the model's count itself).
     const cut = await client.readRecords(uid);
-    assert.deepEqual(kinds(cut), ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT"]);
+    assert.deepEqual(kinds(cut).filter((k) => k !== "USAGE"), ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT"]);
     assert.equal((await client.getSession(uid)).execState, ExecState.EXEC_INTERRUPTED);
 
     await client.resume(uid);
     const records = await client.readRecords(uid);
-    const effects = kinds(records).filter((k) => k !== "LIFECYCLE");
+    const effects = kinds(records).filter((k) => k !== "LIFECYCLE" && k !== "USAGE");
     assert.deepEqual(effects, ["EXECUTION_START", "INPUT", "MODEL_CALL", "OUTPUT", "TOOL_RESULT", "MODEL_CALL", "OUTPUT", "END"]);
     assert.equal(stub.calls, 2, "the recorded model call was served from the journal, not asked again");
     assert.equal(harness.runs, 2);
