@@ -334,6 +334,10 @@ pub fn build_service_with_tools(
         builder = builder.authorizer(authorizer);
     }
     let service = builder.build()?;
+    // A running tool's progress goes to the streams of its session (extensions §11).
+    if let Some(hub) = &mcp {
+        hub.report_progress(service.progress_sink());
+    }
     let (harnesses, default_harness) = service.harness_names();
     Ok(Assembled {
         service,

@@ -75,3 +75,164 @@ fn the_daemon_starts_its_mcp_servers_and_stops_them_with_itself() {
     // The ledger defaults to a file beside the journal (the config's directory).
     assert!(dir.path().join("agents.db.tools.db").exists());
 }
+
+/// The fixture server behind a daemon with the offline directive model, logging JSON to
+/// `dir/daemon.log`.
+fn fixture_daemon(dir: &std::path::Path) -> common::Daemon {
+    let config = dir.join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"agents.db\"\n\
+             model = \"directive\"\n\
+             model_provider = \"directive\"\n\
+             [[mcp_servers]]\n\
+             name = \"fixture\"\n\
+             command = \"{}\"\n",
+            common::fixture_server().display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
+    let mut command = common::Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--log-format", "json", "--config"])
+        .arg(&config)
+        .current_dir(dir)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::from(log));
+    let daemon = common::Daemon::spawn(command, false);
+    daemon.wait_for_mcp(&["fixture"]);
+    daemon
+}
+
+/// The session uid and the last seq of a `--json` exec's output.
+fn session_and_head(out: &str) -> (String, i64) {
+    let mut uid = String::new();
+    let mut head = 0;
+    for line in out.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(found) = value
+            .pointer("/session/metadata/uid")
+            .and_then(|v| v.as_str())
+        {
+            found.clone_into(&mut uid);
+        }
+        if let Some(seq) = value.get("seq").and_then(serde_json::Value::as_i64) {
+            head = head.max(seq);
+        }
+    }
+    (uid, head)
+}
+
+// extensions §11: a long tool's notifications/progress reach `agentctl exec` and `agentctl
+// watch` while it runs ("fixture__slow: 2/3 — step 2"), and are never journaled.
+#[test]
+fn a_long_tools_progress_is_shown_by_exec_and_watch_and_never_journaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = fixture_daemon(dir.path());
+    let first = daemon.ok(&["--json", "exec", "--harness", "chat", "hello"]);
+    let (uid, head) = session_and_head(&first);
+    assert!(!uid.is_empty(), "{first}");
+    let watch = Command::new(common::CTL)
+        .args([
+            "--server",
+            &daemon.addr,
+            "watch",
+            "--session",
+            &uid,
+            "--until-end",
+        ])
+        .args(["--from", &(head + 1).to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The watch is open once it printed nothing yet and still runs; give it a moment to
+    // subscribe before the turn starts.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let exec = daemon.ok(&[
+        "exec",
+        "--session",
+        &uid,
+        r#"/tool fixture__slow {"steps": 3, "step_ms": 150}"#,
+    ]);
+    for step in 1..=3 {
+        let line = format!("fixture__slow: {step}/3 — step {step}");
+        assert!(exec.contains(&line), "exec lacks {line:?}:\n{exec}");
+    }
+    let watched = watch.wait_with_output().unwrap();
+    assert!(watched.status.success(), "{watched:?}");
+    let watched = String::from_utf8_lossy(&watched.stdout);
+    assert!(
+        watched.contains("fixture__slow: 3/3 — step 3"),
+        "watch lacks the progress:\n{watched}"
+    );
+    // Transport only: the journal holds the call and its result, not the progress.
+    let records = daemon.ok(&["--json", "replay", "--session", &uid]);
+    assert!(records.contains("3 steps"), "{records}");
+    assert!(
+        !records.contains("step 1"),
+        "progress was journaled:\n{records}"
+    );
+}
+
+// A server's notifications/message is logged at its own level as fields naming the server, and
+// with --log-format json a stdio server's stderr lines are JSON log lines naming it too.
+#[test]
+fn server_log_messages_and_stderr_are_json_log_lines_naming_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = fixture_daemon(dir.path());
+    let out = daemon.ok(&[
+        "exec",
+        "--harness",
+        "chat",
+        r#"/tool fixture__log {"level": "warning", "text": "disk almost full"}"#,
+    ]);
+    assert!(out.contains("logged"), "{out}");
+    let log_path = dir.path().join("daemon.log");
+    // The log line and the stderr line are written as they come; wait for both briefly.
+    let mut lines = Vec::new();
+    for _ in 0..50 {
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        lines = text.lines().map(str::to_owned).collect::<Vec<_>>();
+        if text.contains("MCP server log") && text.contains("MCP server stderr") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(daemon);
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let field = |value: &serde_json::Value, name: &str| {
+        value
+            .pointer(&format!("/fields/{name}"))
+            .or_else(|| value.get(name))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let logged = parsed
+        .iter()
+        .find(|v| field(v, "message") == "MCP server log")
+        .unwrap_or_else(|| panic!("no server log line in {lines:#?}"));
+    assert_eq!(logged["level"], "WARN", "{logged}");
+    assert_eq!(field(logged, "server"), "fixture", "{logged}");
+    assert_eq!(field(logged, "mcp_level"), "warning", "{logged}");
+    assert!(
+        field(logged, "data").contains("disk almost full"),
+        "{logged}"
+    );
+    let stderr = parsed
+        .iter()
+        .find(|v| field(v, "message") == "MCP server stderr")
+        .unwrap_or_else(|| panic!("no stderr line in {lines:#?}"));
+    assert_eq!(field(stderr, "server"), "fixture", "{stderr}");
+    assert_eq!(field(stderr, "stderr"), "disk almost full", "{stderr}");
+    // No Debug dump of the notification (rmcp's own INFO line).
+    assert!(
+        !lines.iter().any(|l| l.contains("received notification")),
+        "{lines:#?}"
+    );
+}

@@ -238,6 +238,7 @@ impl Client {
                         Update::Session(s) => ExecEvent::Session(s),
                         Update::Record(r) => ExecEvent::Record(r),
                         Update::Delta(d) => ExecEvent::Delta(d),
+                        Update::Progress(p) => ExecEvent::Progress(p),
                     });
                 }
                 Ok(Some(_)) => {}
@@ -375,6 +376,23 @@ impl Client {
             .await?
             .into_inner();
         Ok(Watch::new(stream, uid, from))
+    }
+
+    /// [`Client::watch`] with the progress of the session's running tools between the records
+    /// (WatchUpdates, extensions §11); read them with [`Watch::next_item`].
+    ///
+    /// # Errors
+    /// As [`Client::watch`]; UNIMPLEMENTED from a server without WatchUpdates.
+    pub async fn watch_updates(&mut self, uid: &str, from: i64) -> Result<Watch> {
+        let stream = self
+            .inner
+            .watch_updates(self.request(pb::WatchRequest {
+                session: uid.to_owned(),
+                from_seq: from,
+            }))
+            .await?
+            .into_inner();
+        Ok(Watch::with_progress(stream, uid, from))
     }
 
     /// Forks `uid`.

@@ -39,4 +39,4 @@ pub use error::{ClientError, Result, code_name};
 pub use filter::{SessionFilter, exec_state};
 pub use options::{Decision, ExecEvent, ExecOptions, ForkOptions, TurnFailed, TurnResult};
 pub use records::{decode, text_of, uid_of, verify};
-pub use watch::Watch;
+pub use watch::{Watch, WatchItem};

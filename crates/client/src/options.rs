@@ -18,6 +18,8 @@ pub enum ExecEvent<'a> {
     Record(&'a pb::LogRecord),
     /// A streamed model chunk (transport only; never journaled).
     Delta(&'a pb::Delta),
+    /// A running tool's progress (transport only; never journaled).
+    Progress(&'a pb::ToolProgress),
 }
 
 /// A turn to run.
@@ -94,7 +96,7 @@ impl TurnResult {
                 }
                 self.records.push(record.clone());
             }
-            Update::Delta(_) => {}
+            Update::Delta(_) | Update::Progress(_) => {}
         }
     }
 }

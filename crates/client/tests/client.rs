@@ -134,6 +134,7 @@ async fn flow(mut client: Client) {
                 ExecEvent::Session(_) => "session",
                 ExecEvent::Record(_) => "record",
                 ExecEvent::Delta(_) => "delta",
+                ExecEvent::Progress(_) => "progress",
             });
         })
         .await

@@ -210,6 +210,12 @@
 
   // ---- live records: Server-Sent Events read with fetch (so the token header goes along) ------
 
+  // "time__slow: 2/4 — step 2", as agentctl prints it.
+  function progressText(p) {
+    const counted = p.total === undefined || p.total === null ? String(p.progress) : p.progress + "/" + p.total;
+    return p.tool + ": " + counted + (p.message ? " — " + p.message : "");
+  }
+
   function follow(uid, from, handlers) {
     const controller = new AbortController();
     let next = from;
@@ -247,6 +253,9 @@
                 const record = JSON.parse(data.join("\n"));
                 next = Number(record.seq) + 1;
                 handlers.record(record);
+              } else if (type === "progress") {
+                // A running tool's progress (extensions §11): shown, never kept.
+                if (handlers.progress) handlers.progress(JSON.parse(data.join("\n")));
               } else if (type === "end") {
                 handlers.status("session deleted");
                 stopped = true;
@@ -414,12 +423,13 @@
     const next = el("div", { id: "next-step-slot" });
     const chain = el("div", { id: "chain-status", class: "muted" }, "verifying chain…");
     const live = el("span", { id: "live-status", class: "idle" }, "");
+    const progress = el("div", { id: "tool-progress", class: "muted" }, "");
     const rows = el("tbody", { id: "records" });
     const timeline = el("table", { id: "timeline" },
       el("thead", {}, el("tr", {}, ["seq", "committed", "kind", ""].map(h => el("th", {}, h)))), rows);
     const tree = el("div", { id: "fork-tree", class: "panel" }, el("h2", {}, "Fork tree"));
     append(root, [header, actions, next, approval, el("div", { class: "grid" },
-      el("div", {}, el("h2", {}, "Timeline ", live), timeline),
+      el("div", {}, el("h2", {}, "Timeline ", live), progress, timeline),
       el("div", {}, el("div", { class: "panel" }, el("h2", {}, "Hash chain"), chain), tree))]);
 
     let session = shown.session;
@@ -575,9 +585,15 @@
     const stream = follow(uid, lastSeq + 1, {
       record(record) {
         add(record, true);
+        // A tool's result (or the turn's end) ends what its progress said.
+        const kind = (record.event && record.event.kind) || "";
+        if (/TOOL_RESULT|_END|_ERROR/.test(kind)) progress.textContent = "";
         refresh();
         clearTimeout(chainTimer);
         chainTimer = setTimeout(drawChain, 500);
+      },
+      progress(p) {
+        progress.textContent = progressText(p);
       },
       status(text) {
         live.textContent = text === "live" ? "● live" : text;

@@ -2,16 +2,18 @@
 //! `from` (default 1) and then each new one as it commits, until the session is deleted (after
 //! its delete record), the client goes away or the console stops.
 //!
-//! The events come from the Sessions service's Watch RPC with the verified caller, so the
+//! The events come from the Sessions service's WatchUpdates RPC with the verified caller, so the
 //! console follows commits exactly as `agentctl watch` does: authorized as a read, woken by the
 //! journal's commit feed (on a shared Postgres journal also by other hosts' commits, through
 //! LISTEN/NOTIFY), never by polling, and ended after the delete record.
 //!
 //! ```text
-//!  Watch(caller, from) ──records──▶ follower task ──[ EVENT_BUFFER ]──▶ SSE response
+//!  WatchUpdates(caller, from) ──records, progress──▶ follower task ──[ EVENT_BUFFER ]──▶ SSE response
 //! ```
 //!
-//! Events: `record` (data: the record's JSON, id: its seq), `end` (the session was deleted),
+//! Events: `record` (data: the record's JSON, id: its seq), `progress` (data: a running tool's
+//! progress, `{"execution_id", "tool_call_id", "tool", "progress", "total"?, "message"}`; no id,
+//! never replayed: extensions §11), `end` (the session was deleted),
 //! `error` (data: the API's error JSON; the stream then ends). A reconnecting `EventSource` sends
 //! `Last-Event-ID`, which resumes after that seq.
 
@@ -19,7 +21,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentsessions_server::streams::WatchStream;
+use agentsessions_server::streams::WatchUpdatesStream;
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::sessions_server::Sessions as _;
 use axum::extract::rejection::QueryRejection;
@@ -75,7 +77,7 @@ pub(crate) async fn events(
     // caller who may not read the session.
     let watch = match console
         .service
-        .watch(caller.request(pb::WatchRequest {
+        .watch_updates(caller.request(pb::WatchRequest {
             session: uid.clone(),
             from_seq: from,
         }))
@@ -101,10 +103,16 @@ pub(crate) async fn events(
 /// Turns the Watch's records into events. The Watch ends OK only once the session is deleted
 /// (after its delete record), which the client learns as `end`; a failed Watch ends with
 /// `error`.
-async fn forward(mut watch: WatchStream, uid: &str, tx: &EventSender) {
+async fn forward(mut watch: WatchUpdatesStream, uid: &str, tx: &EventSender) {
     while let Some(next) = watch.next().await {
         let event = match next {
-            Ok(record) => record_event(&record),
+            Ok(pb::WatchUpdate {
+                update: Some(pb::watch_update::Update::Record(record)),
+            }) => record_event(&record),
+            Ok(pb::WatchUpdate {
+                update: Some(pb::watch_update::Update::Progress(progress)),
+            }) => progress_event(&progress),
+            Ok(pb::WatchUpdate { update: None }) => continue,
             Err(status) => {
                 let _ignored = tx.send(Ok(error_event(&ConsoleError::Rpc(status)))).await;
                 return;
@@ -123,6 +131,18 @@ fn record_event(record: &pb::LogRecord) -> Event {
         .event("record")
         .id(record.seq.to_string())
         .data(json)
+}
+
+fn progress_event(progress: &pb::ToolProgress) -> Event {
+    let json = serde_json::json!({
+        "execution_id": progress.execution_id,
+        "tool_call_id": progress.tool_call_id,
+        "tool": progress.tool,
+        "progress": progress.progress,
+        "total": progress.total,
+        "message": progress.message,
+    });
+    Event::default().event("progress").data(json.to_string())
 }
 
 fn error_event(err: &ConsoleError) -> Event {

@@ -74,6 +74,34 @@ impl<'a> ToolCallContext<'a> {
     }
 }
 
+/// A running tool call's progress, as its source reports it (an MCP server's
+/// `notifications/progress`): transport only, never journaled or replayed (extensions §11).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// The session the call belongs to.
+    pub session_uid: String,
+    /// The execution that made the call, as its harness sees it.
+    pub execution_id: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The tool as the model sees it.
+    pub tool: String,
+    /// Progress so far.
+    pub progress: f64,
+    /// What the progress counts towards, when known.
+    pub total: Option<f64>,
+    /// What the tool says it is doing (may be empty).
+    pub message: String,
+}
+
+/// Where a tool executor reports the progress of the calls it runs. Called inline from the
+/// executor's connection, so implementations must be quick and must not block; a report with
+/// nobody listening is dropped.
+pub trait ProgressSink: Send + Sync {
+    /// Reports `progress`.
+    fn progress(&self, progress: ToolProgress);
+}
+
 /// Binds a delegated-token minter to each live execution (a host with identity configured).
 ///
 /// The controller asks once per live turn (Exec, and a Resume that re-drives one) and hands the

@@ -46,7 +46,8 @@ pub mod view;
 pub use controller::{Controller, ExecRequest, ReplayReport, ResumeOutcome, TurnOutcome};
 pub use error::{ControllerError, Result};
 pub use hooks::{
-    Cancellations, IdSource, Observer, RandomIds, TokenMinting, ToolCallContext, ToolExecutor,
+    Cancellations, IdSource, Observer, ProgressSink, RandomIds, TokenMinting, ToolCallContext,
+    ToolExecutor, ToolProgress,
 };
 pub use settings::TurnSettings;
 pub use view::LogView;

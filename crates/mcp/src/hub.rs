@@ -5,6 +5,8 @@
 //! one durably before it is sent, so a re-driven call is answered from the ledger or reported as
 //! of unknown outcome, never sent twice. A server configured with `delegated_token` gets, on each
 //! call, a token the host mints for that call just before sending it (`crate::delegation`).
+//! A call's `notifications/progress` go to the sink [`McpHub::report_progress`] names, with the
+//! session, execution and call they belong to (extensions §11).
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use agentsessions_api::{
     ToolResult,
 };
 use agentsessions_auth::DelegatedTokens;
-use agentsessions_controller::{ToolCallContext, ToolExecutor};
+use agentsessions_controller::{ProgressSink, ToolCallContext, ToolExecutor};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
 };
@@ -27,6 +29,7 @@ use crate::config::{McpServerConfig, NAME_SEPARATOR, validate_all};
 use crate::delegation::DelegatedToken;
 use crate::error::Result;
 use crate::ledger::{Claim, StoredOutcome, ToolLedger};
+use crate::notifications::{CallRoute, ProgressRoutes};
 use crate::result::{error_result, from_outcome};
 use crate::server::{McpHubOptions, ServerHealth, ServerSlot, supervise};
 
@@ -41,6 +44,8 @@ pub struct McpHub {
     tasks: TaskTracker,
     /// Woken by every slot when its status or tools change ([`McpHub::changed`]).
     changed: Arc<Notify>,
+    /// The calls in flight, for their progress.
+    progress: Arc<ProgressRoutes>,
 }
 
 impl std::fmt::Debug for McpHub {
@@ -120,6 +125,7 @@ impl McpHub {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let changed = Arc::new(Notify::new());
+        let progress = Arc::new(ProgressRoutes::default());
         let slots: Vec<Arc<ServerSlot>> = servers
             .into_iter()
             .map(|config| Arc::new(ServerSlot::new(config, Arc::clone(&changed))))
@@ -129,7 +135,8 @@ impl McpHub {
             tasks.spawn(supervise(
                 Arc::clone(slot),
                 options,
-                shutdown.clone(),
+                (shutdown.clone(), tasks.clone()),
+                Arc::clone(&progress),
                 ready.clone(),
             ));
         }
@@ -141,6 +148,7 @@ impl McpHub {
             shutdown,
             tasks,
             changed,
+            progress,
         })
     }
 
@@ -157,6 +165,12 @@ impl McpHub {
 
     /// Stops every server and waits for the supervisors to end: a stdio child gets SIGTERM, and
     /// SIGKILL if it has not exited 2 s later, so this returns within about 2.5 s.
+    /// Sends the progress servers report for running calls to `sink` (the host's streams,
+    /// extensions §11); without it, progress is dropped. The first sink set stays.
+    pub fn report_progress(&self, sink: Arc<dyn ProgressSink>) {
+        self.progress.report_to(sink);
+    }
+
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.tasks.wait().await;
@@ -210,34 +224,32 @@ enum Sent {
 }
 
 /// Sends `params` to `peer`, with `token` in its `Authorization` header when there is one,
-/// waiting at most `limit`.
+/// waiting at most `limit`; the call's progress goes where `progress` routes it while it runs.
 async fn send(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,
     token: Option<DelegatedToken>,
     limit: std::time::Duration,
+    (server, routes, route): (&str, &Arc<ProgressRoutes>, CallRoute),
 ) -> Sent {
-    let Some(token) = token else {
-        return match tokio::time::timeout(limit, peer.call_tool(params)).await {
-            Ok(Ok(answer)) => Sent::Answered(answer),
-            Ok(Err(e)) => Sent::Failed(e),
-            Err(_) => Sent::TimedOut,
-        };
-    };
-    // The token rides in this request's extensions to the transport's client, which moves it
-    // to the header (`crate::delegation`). rmcp's timeout decides (it also tells the server to
+    // A token rides in this request's extensions to the transport's client, which moves it to
+    // the header (`crate::delegation`). rmcp's timeout decides (it also tells the server to
     // cancel); the outer one only bounds a send that never reaches the transport.
     let mut request = CallToolRequest::new(params);
-    request.extensions.insert(token);
+    if let Some(token) = token {
+        request.extensions.insert(token);
+    }
     let backstop = limit.saturating_add(std::time::Duration::from_secs(1));
     let answered = tokio::time::timeout(backstop, async {
-        peer.send_request_with_option(
-            ClientRequest::CallToolRequest(request),
-            PeerRequestOptions::with_timeout(limit),
-        )
-        .await?
-        .await_response()
-        .await
+        let handle = peer
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(request),
+                PeerRequestOptions::with_timeout(limit),
+            )
+            .await?;
+        // rmcp stamps every request with a progress token of its own; routed until the answer.
+        let _routed = routes.route(server, handle.progress_token.clone(), route);
+        handle.await_response().await
     })
     .await;
     match answered {
@@ -380,7 +392,14 @@ impl ToolExecutor for McpHub {
         params.arguments.clone_from(&call.args);
         crate::trace_context::stamp(&mut params);
         let limit = slot.config.timeout(&tool);
-        let outcome = match send(&peer, params, token, limit).await {
+        let route = CallRoute {
+            session_uid: session_uid.to_owned(),
+            execution_id: call_context.execution_id.to_owned(),
+            tool_call_id: call.id.clone(),
+            tool: call.tool.clone(),
+        };
+        let progress = (server, &self.progress, route);
+        let outcome = match send(&peer, params, token, limit, progress).await {
             Sent::Answered(answer) => StoredOutcome::Answered(answer),
             Sent::Failed(e) => {
                 if matches!(

@@ -10,6 +10,7 @@ mod error;
 mod http_client;
 mod hub;
 mod ledger;
+mod notifications;
 mod outgoing;
 mod result;
 mod server;

@@ -7,18 +7,25 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{PaginatedRequestParams, Tool};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt as _};
+use rmcp::{Peer, RoleClient, ServiceExt as _};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::child::ChildPid;
 use crate::config::{Endpoint, McpServerConfig};
 use crate::delegation::DelegatingClient;
 use crate::http_client;
+use crate::notifications::{ProgressRoutes, ServerNotifications, bounded};
 use crate::trace_context::TraceHeaders;
+
+/// Most bytes of one line of a stdio server's stderr kept in one log line; a longer line goes
+/// on in the next.
+const MAX_STDERR_LINE: usize = 8192;
 
 /// Backoff and startup bounds of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,25 +178,38 @@ impl ServerSlot {
     }
 }
 
-/// Forwards `notifications/tools/list_changed` to the supervisor.
-#[derive(Debug, Clone)]
-struct ListWatcher {
-    changed: mpsc::Sender<()>,
-}
+type Connection = RunningService<RoleClient, ServerNotifications>;
 
-impl ClientHandler for ListWatcher {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // A full channel already holds a pending refresh, which will see this change too.
-        let _pending = self.changed.try_send(());
+/// What a stdio server writes to stderr, one log line per line naming the server, so that a
+/// daemon logging JSON stays JSON (and a text log says whose line it is). Ends at the pipe's
+/// end or at `shutdown`.
+async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin, shutdown: CancellationToken) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = u64::try_from(MAX_STDERR_LINE).unwrap_or(u64::MAX);
+        let mut bounded_line = (&mut reader).take(limit);
+        let read = tokio::select! {
+            read = bounded_line.read_until(b'\n', &mut line) => read,
+            () = shutdown.cancelled() => return,
+        };
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = bounded(text.trim_end_matches(['\n', '\r']), MAX_STDERR_LINE);
+                tracing::info!(component = "mcp", server = %server, stderr = %text, "MCP server stderr");
+            }
+        }
     }
 }
 
-type Connection = RunningService<RoleClient, ListWatcher>;
-
 async fn connect(
     config: &McpServerConfig,
-    watcher: ListWatcher,
+    watcher: ServerNotifications,
     child: &ChildPid,
+    stderr_tasks: (&TaskTracker, &CancellationToken),
 ) -> Result<Connection, String> {
     match config.validate().map_err(|e| e.to_string())? {
         Endpoint::Command(program) => {
@@ -210,10 +230,15 @@ async fn connect(
             if let Some(dir) = &config.cwd {
                 command.current_dir(dir);
             }
-            let (transport, _stderr) = TokioChildProcess::builder(command)
+            let (transport, stderr) = TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start {program:?}: {e}"))?;
             child.started(transport.id());
+            if let Some(stderr) = stderr {
+                let (tasks, shutdown) = stderr_tasks;
+                tasks.spawn(log_stderr(config.name.clone(), stderr, shutdown.clone()));
+            }
             watcher
                 .serve(transport)
                 .await
@@ -303,7 +328,8 @@ type Attempt = Result<Result<(Connection, Vec<Tool>), String>, tokio::time::erro
 pub(crate) async fn supervise(
     slot: Arc<ServerSlot>,
     options: McpHubOptions,
-    shutdown: CancellationToken,
+    (shutdown, tasks): (CancellationToken, TaskTracker),
+    progress: Arc<ProgressRoutes>,
     mut ready: Option<mpsc::Sender<()>>,
 ) {
     let name = slot.config.name.clone();
@@ -312,7 +338,13 @@ pub(crate) async fn supervise(
         let (changed, mut list_changed) = mpsc::channel(1);
         let child = ChildPid::default();
         let attempt = tokio::time::timeout(options.connect_timeout, async {
-            let connection = connect(&slot.config, ListWatcher { changed }, &child).await?;
+            let notifications = ServerNotifications {
+                server: name.clone(),
+                list_changed: changed,
+                progress: Arc::clone(&progress),
+            };
+            let connection =
+                connect(&slot.config, notifications, &child, (&tasks, &shutdown)).await?;
             match list(connection.peer()).await {
                 Ok(tools) => Ok((connection, tools)),
                 Err(e) => {

@@ -24,6 +24,8 @@
 //! - [`turn_events`] — [`TurnEvents`], the one bounded channel a turn reports through (its
 //!   records, deltas and opening) and the feed that also notes the running execution on the
 //!   guard.
+//! - [`progress`] — [`ProgressBus`], running tools' progress for the streams watching their
+//!   sessions (transport only).
 //! - [`history`] — what placement reads from records.
 //! - [`mod@error`] — [`PlacementError`].
 
@@ -34,6 +36,7 @@ pub mod guard;
 pub mod history;
 mod observed;
 pub mod placer;
+pub mod progress;
 pub mod registry;
 pub mod states;
 pub mod turn_events;
@@ -47,6 +50,7 @@ pub use placer::{
     ExecCall, ForkCall, ForkOutcome, MAX_FORK_COUNT, Placer, ReclaimReport, ResumeCall,
     SessionCompute, TurnCall, TurnRun,
 };
+pub use progress::{PROGRESS_CAPACITY, ProgressBus, ProgressWatch};
 pub use registry::{Registry, Route, Source};
 pub use states::{DEFAULT_STATE_BUDGET, SessionState, SessionStates};
 pub use turn_events::{TURN_EVENT_CAPACITY, TurnEvent, TurnEvents};

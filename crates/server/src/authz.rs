@@ -8,7 +8,7 @@
 //! | RPC | actions |
 //! |---|---|
 //! | CreateSession | create |
-//! | GetSession, Replay, ReadRecords (extension), Watch (extension) | read |
+//! | GetSession, Replay, ReadRecords (extension), Watch and WatchUpdates (extensions) | read |
 //! | ListSessions | list (unfiltered, else filtered to the caller as owner) |
 //! | ListApprovals (extension) | list (unfiltered, else filtered to the caller as owner) |
 //! | DeleteSession | delete |
@@ -37,6 +37,7 @@ pub(crate) mod method {
     pub(crate) const REPLAY: &str = "/agentsessions.v1.Sessions/Replay";
     pub(crate) const READ_RECORDS: &str = "/agentsessions.v1.Sessions/ReadRecords";
     pub(crate) const WATCH: &str = "/agentsessions.v1.Sessions/Watch";
+    pub(crate) const WATCH_UPDATES: &str = "/agentsessions.v1.Sessions/WatchUpdates";
     pub(crate) const APPROVE: &str = "/agentsessions.v1.Sessions/Approve";
     pub(crate) const CANCEL: &str = "/agentsessions.v1.Sessions/Cancel";
     pub(crate) const SUSPEND: &str = "/agentsessions.v1.Sessions/Suspend";

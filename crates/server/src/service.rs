@@ -14,9 +14,10 @@ use agentsessions_placement::{ForkCall, Placer, ResumeCall, Source, TurnCall, Tu
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
 use agentsessions_wire::pb::sessions_server::{Sessions, SessionsServer};
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::Request;
+use tonic::{Request, Status};
 
 use crate::authz::{Call, CallAuthorizer, method};
 use crate::error::{Result, ServerError};
@@ -29,8 +30,10 @@ use crate::requests::{
     ApproveOrder, CancelOrder, ExecOrder, ForkOrder, NewSession, SessionUid, WatchOrder,
 };
 use crate::rpc::{Incoming, Rpc, finished, unary};
-use crate::streams::{ExecFeed, ExecStream, ReplayStream, WatchStream, replay, replay_channel};
-use crate::watch::watch;
+use crate::streams::{
+    ExecFeed, ExecStream, ReplayStream, WatchStream, WatchUpdatesStream, replay, replay_channel,
+};
+use crate::watch::{WatchFrame, watch};
 
 /// Default largest request or response message the service accepts or sends (an Exec frame
 /// carries a whole record, a Start the whole history); [`crate::Limits::max_message_bytes`]
@@ -78,6 +81,12 @@ impl SessionsService {
         SessionsServer::new(self)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
+    }
+
+    /// Where the host's tool executor reports running calls' progress: the Exec and
+    /// WatchUpdates streams of their sessions send it on (extensions §11).
+    pub fn progress_sink(&self) -> Arc<dyn agentsessions_controller::ProgressSink> {
+        Arc::clone(self.inner.placer.progress()) as Arc<dyn agentsessions_controller::ProgressSink>
     }
 
     /// [`Self::into_server`] whose oversized-request refusals are `RESOURCE_EXHAUSTED`.
@@ -402,6 +411,8 @@ impl Inner {
         // turn tells the client which session it was on (semantics §2.2 step 5).
         let first = render_with(&self.placer, info.clone(), &tail);
         feed.send(Update::Session(first)).await;
+        // Watched before the turn starts, so no report of its tools is missed.
+        let progress = self.placer.progress().watch(&uid);
         // Placement owns the turn from here: whether it is a new one or the continuation of an
         // unfinished one, its guard, its events and its compute once it ends.
         let (events, turn) = self.placer.run_turn(TurnCall {
@@ -409,7 +420,7 @@ impl Inner {
             harness: order.harness,
             request: order.turn,
         });
-        let (outcome, ()) = tokio::join!(turn, feed.forward(events));
+        let (outcome, ()) = tokio::join!(turn, feed.forward(events, progress));
         match outcome {
             Ok(TurnRun::Ran(_)) => Ok(()),
             Err(err) if !err.is_park() => Err(err.into()),
@@ -482,9 +493,15 @@ impl Inner {
         Ok(range.answer(records, head))
     }
 
-    /// Opens a Watch: authorizes it as a read, subscribes to the session's commits, and streams
-    /// from a task; a deleted session streams what is left up to its head and ends.
-    async fn watch(&self, call: &Call, req: pb::WatchRequest) -> Result<WatchStream> {
+    /// Opens a Watch (or, with `F` a [`pb::WatchUpdate`], a WatchUpdates): authorizes it as a
+    /// read, subscribes to the session's commits (and its tools' progress), and streams from a
+    /// task; a deleted session streams what is left up to its head and ends.
+    async fn watch<F: WatchFrame>(
+        &self,
+        call: &Call,
+        req: pb::WatchRequest,
+        with_progress: bool,
+    ) -> Result<ReceiverStream<std::result::Result<F, Status>>> {
         let order = WatchOrder::try_from(req)?;
         let info = self
             .authorized(call, &[Action::Read], &order.session)
@@ -505,9 +522,11 @@ impl Inner {
                 drop(admitted);
             });
         } else {
+            // Watched before the first read, as the commits are: nothing falls between.
+            let progress = with_progress.then(|| self.placer.progress().watch(&order.session));
             let follower =
                 RecordFollower::new(Arc::clone(&self.journal), &order.session, order.from_seq);
-            let watched = watch(follower, tx, self.stop.clone());
+            let watched = watch(follower, progress, tx, self.stop.clone());
             self.tasks.spawn(async move {
                 watched.await;
                 drop(admitted);
@@ -775,7 +794,19 @@ impl Sessions for SessionsService {
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Rpc<Self::WatchStream> {
         unary(method::WATCH, request, |call, req| async move {
-            self.inner.watch(&call, req).await
+            self.inner.watch(&call, req, false).await
+        })
+        .await
+    }
+
+    type WatchUpdatesStream = WatchUpdatesStream;
+
+    async fn watch_updates(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Rpc<Self::WatchUpdatesStream> {
+        unary(method::WATCH_UPDATES, request, |call, req| async move {
+            self.inner.watch(&call, req, true).await
         })
         .await
     }

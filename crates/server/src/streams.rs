@@ -6,7 +6,8 @@
 //! does: the turn never waits for the client, because that channel falls *behind* when it fills
 //! up and reads the records it missed from the journal, which already holds them. Deltas are
 //! transport only (semantics §2.7): one that finds the turn's channel full, or behind, is
-//! dropped; the complete OUTPUT record still follows.
+//! dropped; the complete OUTPUT record still follows. A running tool's progress (extensions §11)
+//! comes from the session's [`ProgressWatch`] between them, transport only as well.
 //!
 //! ```text
 //!  turn ──► TurnEvents [ TURN_EVENT_CAPACITY ] ──► ExecFeed::forward ──send().await──► [ EXEC_FRAMES ] ──► client
@@ -16,8 +17,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use agentsessions_controller::ToolProgress;
 use agentsessions_journal::Journal;
-use agentsessions_placement::{TurnEvent, TurnEvents};
+use agentsessions_placement::{ProgressWatch, TurnEvent, TurnEvents};
 use agentsessions_wire::pb;
 use agentsessions_wire::pb::exec_update::Update;
 use tokio::sync::mpsc;
@@ -27,6 +29,7 @@ use tonic::Status;
 
 use crate::error::ServerError;
 use crate::render::record_to_pb;
+use crate::watch::WatchFrame;
 
 /// Items a Replay or Watch stream holds for a client that has not read them yet (an Exec
 /// stream's turn holds as many in its own channel, [`agentsessions_placement::TURN_EVENT_CAPACITY`],
@@ -45,6 +48,9 @@ pub type ReplayStream = ReceiverStream<Result<pb::LogRecord, Status>>;
 /// The stream a Watch (extension) answers with: the same records as Replay's, bounded the same
 /// way (`crate::watch`).
 pub type WatchStream = ReplayStream;
+/// The stream a WatchUpdates (extension) answers with: Watch's records with the session's tool
+/// progress between them.
+pub type WatchUpdatesStream = ReceiverStream<Result<pb::WatchUpdate, Status>>;
 
 /// The sending side of one Exec stream.
 pub(crate) struct ExecFeed {
@@ -94,12 +100,24 @@ impl ExecFeed {
         sent
     }
 
-    /// Sends a turn's `events` as they come, waiting for room; returns once the turn returned
-    /// and every record it committed was sent, or the client left, or the server stops. A
-    /// client that goes away does not stop the turn (semantics §2.2 step 6): the events are
-    /// dropped and the turn runs on.
-    pub(crate) async fn forward(&self, mut events: TurnEvents) {
-        while let Some(event) = events.next().await {
+    /// Sends a turn's `events` as they come, with its session's tool `progress` between them,
+    /// waiting for room; returns once the turn returned and every record it committed was
+    /// sent, or the client left, or the server stops. A client that goes away does not stop
+    /// the turn (semantics §2.2 step 6): the events are dropped and the turn runs on.
+    pub(crate) async fn forward(&self, mut events: TurnEvents, mut progress: ProgressWatch) {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+                report = progress.next() => {
+                    if !self.send(Update::Progress(progress_to_pb(report))).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
             let update = match event {
                 Ok(TurnEvent::Record(record)) => Update::Record(record_to_pb(&record)),
                 Ok(TurnEvent::Delta(delta)) => Update::Delta(pb::Delta {
@@ -123,19 +141,34 @@ impl ExecFeed {
     }
 }
 
-/// The channel of one Replay stream.
-pub(crate) fn replay_channel() -> (mpsc::Sender<Result<pb::LogRecord, Status>>, ReplayStream) {
+/// A tool's progress as the streams send it (extensions §11).
+pub(crate) fn progress_to_pb(progress: ToolProgress) -> pb::ToolProgress {
+    pb::ToolProgress {
+        execution_id: progress.execution_id,
+        tool_call_id: progress.tool_call_id,
+        tool: progress.tool,
+        progress: progress.progress,
+        total: progress.total,
+        message: progress.message,
+    }
+}
+
+/// The sending end of a Replay or Watch-like stream.
+pub(crate) type FrameSender<F> = mpsc::Sender<Result<F, Status>>;
+
+/// The channel of one Replay (or Watch) stream.
+pub(crate) fn replay_channel<F>() -> (FrameSender<F>, ReceiverStream<Result<F, Status>>) {
     let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
     (tx, ReceiverStream::new(rx))
 }
 
 /// Streams records `from..=to` of `session` into `tx`, a page at a time, waiting for room;
 /// stops when the client goes away or `stop` fires.
-pub(crate) async fn replay(
+pub(crate) async fn replay<F: WatchFrame>(
     journal: Arc<dyn Journal>,
     session: String,
     (from, to): (i64, i64),
-    tx: mpsc::Sender<Result<pb::LogRecord, Status>>,
+    tx: mpsc::Sender<Result<F, Status>>,
     stop: CancellationToken,
 ) {
     let send = |item| async {
@@ -151,7 +184,7 @@ pub(crate) async fn replay(
             Ok(records) if records.is_empty() => return,
             Ok(records) => {
                 for record in &records {
-                    if !send(Ok(record_to_pb(record))).await {
+                    if !send(Ok(F::record(record_to_pb(record)))).await {
                         return;
                     }
                 }

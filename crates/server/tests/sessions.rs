@@ -138,6 +138,7 @@ fn kinds(frames: &[Update]) -> Vec<String> {
         .map(|frame| match frame {
             Update::Session(_) => "SESSION".to_owned(),
             Update::Delta(_) => "DELTA".to_owned(),
+            Update::Progress(_) => "PROGRESS".to_owned(),
             Update::Record(r) => pb::EventKind::try_from(r.event.as_ref().unwrap().kind)
                 .unwrap()
                 .as_str_name()

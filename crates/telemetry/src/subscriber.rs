@@ -50,8 +50,14 @@ impl Telemetry {
         format: LogFormat,
         telemetry: &ResolvedTelemetry,
     ) -> Result<Self, TelemetryError> {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // rmcp logs every notification it receives as a Debug dump at INFO; the MCP hub logs
+        // them itself, as structured fields at the level they carry. RUST_LOG naming rmcp wins.
+        let names_rmcp = std::env::var("RUST_LOG").is_ok_and(|spec| spec.contains("rmcp"));
+        if !names_rmcp && let Ok(quiet) = "rmcp=warn".parse() {
+            filter = filter.add_directive(quiet);
+        }
         let logs = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal());

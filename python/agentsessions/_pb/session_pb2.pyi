@@ -385,14 +385,40 @@ class CancelRequest(_message.Message):
     def __init__(self, session: _Optional[str] = ..., execution_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ExecUpdate(_message.Message):
-    __slots__ = ("record", "delta", "session")
+    __slots__ = ("record", "delta", "session", "progress")
     RECORD_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     record: _common_pb2.LogRecord
     delta: Delta
     session: Session
-    def __init__(self, record: _Optional[_Union[_common_pb2.LogRecord, _Mapping]] = ..., delta: _Optional[_Union[Delta, _Mapping]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+    progress: ToolProgress
+    def __init__(self, record: _Optional[_Union[_common_pb2.LogRecord, _Mapping]] = ..., delta: _Optional[_Union[Delta, _Mapping]] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., progress: _Optional[_Union[ToolProgress, _Mapping]] = ...) -> None: ...
+
+class ToolProgress(_message.Message):
+    __slots__ = ("execution_id", "tool_call_id", "tool", "progress", "total", "message")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    tool_call_id: str
+    tool: str
+    progress: float
+    total: float
+    message: str
+    def __init__(self, execution_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool: _Optional[str] = ..., progress: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class WatchUpdate(_message.Message):
+    __slots__ = ("record", "progress")
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    record: _common_pb2.LogRecord
+    progress: ToolProgress
+    def __init__(self, record: _Optional[_Union[_common_pb2.LogRecord, _Mapping]] = ..., progress: _Optional[_Union[ToolProgress, _Mapping]] = ...) -> None: ...
 
 class Delta(_message.Message):
     __slots__ = ("execution_id", "part_index", "chunk", "done")

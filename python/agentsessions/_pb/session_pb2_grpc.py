@@ -107,6 +107,11 @@ class SessionsStub:
                 request_serializer=session__pb2.WatchRequest.SerializeToString,
                 response_deserializer=common__pb2.LogRecord.FromString,
                 _registered_method=True)
+        self.WatchUpdates = channel.unary_stream(
+                '/agentsessions.v1.Sessions/WatchUpdates',
+                request_serializer=session__pb2.WatchRequest.SerializeToString,
+                response_deserializer=session__pb2.WatchUpdate.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -219,6 +224,15 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchUpdates(self, request, context):
+        """Extension (this project): Watch, with the session's running tools' progress between the
+        records (ToolProgress, ephemeral: sent while the stream is live, never replayed). The
+        records, their order, the end and the errors are Watch's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -291,6 +305,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=session__pb2.WatchRequest.FromString,
                     response_serializer=common__pb2.LogRecord.SerializeToString,
+            ),
+            'WatchUpdates': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchUpdates,
+                    request_deserializer=session__pb2.WatchRequest.FromString,
+                    response_serializer=session__pb2.WatchUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -672,6 +691,33 @@ class Sessions:
             '/agentsessions.v1.Sessions/Watch',
             session__pb2.WatchRequest.SerializeToString,
             common__pb2.LogRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchUpdates(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentsessions.v1.Sessions/WatchUpdates',
+            session__pb2.WatchRequest.SerializeToString,
+            session__pb2.WatchUpdate.FromString,
             options,
             channel_credentials,
             insecure,

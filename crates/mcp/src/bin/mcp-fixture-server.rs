@@ -6,11 +6,17 @@
 //! JSON-RPC to stdout and never answers), `grow` (adds the tool `extra` and announces
 //! `notifications/tools/list_changed`), `env` (its whole environment, `NAME=value` a line),
 //! `echo_env` (the value of the variable `name`, as a tool that echoes a secret it was given
-//! would).
+//! would), `slow` (`steps` steps of `step_ms` each, a `notifications/progress` "step n" after
+//! each), `log` (sends `notifications/message` at `level` with `text`, and writes `text` to
+//! stderr).
 //!
 //! With `MCP_FIXTURE_TRACE_FILE` set, the `traceparent` in each `tools/call`'s `_meta` (SEP-414)
 //! is appended to that file, one line per call (empty when the call carried none).
 #![allow(clippy::print_stdout, reason = "stdout is the MCP transport")]
+#![allow(
+    deprecated,
+    reason = "rmcp marks MCP logging deprecated; servers still send it"
+)]
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -19,7 +25,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
@@ -71,6 +78,16 @@ impl Fixture {
                 "echo_env",
                 "The value of the environment variable name",
                 schema(&json!({"name": {"type": "string"}})),
+            ),
+            Tool::new(
+                "slow",
+                "Takes steps steps of step_ms milliseconds, reporting progress after each",
+                schema(&json!({"steps": number, "step_ms": number})),
+            ),
+            Tool::new(
+                "log",
+                "Logs text at level (debug, info, warning, error) and writes it to stderr",
+                schema(&json!({"level": {"type": "string"}, "text": {"type": "string"}})),
             ),
         ];
         if self.grown.load(Ordering::SeqCst) {
@@ -125,6 +142,7 @@ impl ServerHandler for Fixture {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
     }
@@ -212,6 +230,43 @@ impl ServerHandler for Fixture {
                         "{name} is not set"
                     ))]),
                 }
+            }
+            "slow" => {
+                let steps = number(args, "steps").clamp(0.0, 1000.0);
+                let step =
+                    Duration::from_secs_f64(number(args, "step_ms").clamp(0.0, 60_000.0) / 1000.0);
+                let token = context.meta.get_progress_token();
+                let mut done = 0.0;
+                while done < steps {
+                    tokio::time::sleep(step).await;
+                    done += 1.0;
+                    if let Some(token) = &token {
+                        let mut progress = ProgressNotificationParam::new(token.clone(), done);
+                        progress.total = Some(steps);
+                        progress.message = Some(format!("step {done}"));
+                        let _ignored = context.peer.notify_progress(progress).await;
+                    }
+                }
+                text(format!("{done} steps"))
+            }
+            "log" => {
+                let text_arg = args
+                    .and_then(|a| a.get("text"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let level = match args.and_then(|a| a.get("level")).and_then(Value::as_str) {
+                    Some("debug") => LoggingLevel::Debug,
+                    Some("warning") => LoggingLevel::Warning,
+                    Some("error") => LoggingLevel::Error,
+                    _ => LoggingLevel::Info,
+                };
+                eprintln!("{text_arg}");
+                let mut message =
+                    LoggingMessageNotificationParam::new(level, json!({"text": text_arg}));
+                message.logger = Some("fixture".to_owned());
+                let _ignored = context.peer.notify_logging_message(message).await;
+                text("logged")
             }
             other => {
                 return Err(ErrorData::invalid_params(

@@ -43,6 +43,7 @@ use agentsessions_journal::{Journal, SessionInfo};
 
 use crate::error::{PlacementError, Result, RuntimeOp};
 use crate::guard::{Held, SessionGuards};
+use crate::progress::ProgressBus;
 use crate::registry::{Registry, Route};
 use crate::states::{SessionState, SessionStates};
 
@@ -63,6 +64,8 @@ pub struct Placer {
     states: SessionStates,
     /// What every controller this placer builds shares.
     settings: TurnSettings,
+    /// The progress of running tools, for the streams watching their sessions.
+    progress: Arc<ProgressBus>,
 }
 
 impl std::fmt::Debug for Placer {
@@ -122,7 +125,14 @@ impl Placer {
             guards: SessionGuards::default(),
             states: SessionStates::default(),
             settings: TurnSettings::default(),
+            progress: Arc::new(ProgressBus::default()),
         }
+    }
+
+    /// Where the host's tool executor reports running calls' progress, and where the streams
+    /// watching a session take it from (extensions §10).
+    pub fn progress(&self) -> &Arc<ProgressBus> {
+        &self.progress
     }
 
     /// Keeps at most `budget` bytes of session states between operations (default

@@ -13,6 +13,7 @@ mod history;
 mod lifecycle;
 mod lineage;
 mod out;
+mod progress;
 mod registry;
 mod sessions;
 mod ui;

@@ -13,6 +13,7 @@ use crate::args::ListFilter;
 use crate::error::{CliError, parked};
 use crate::lifecycle::transition;
 use crate::out::Out;
+use crate::progress::{progress_json, progress_line};
 use crate::watch::{Reattach, detached};
 
 pub(crate) async fn create(
@@ -117,7 +118,7 @@ pub(crate) async fn exec(
                 seen = seen.max(s.last_seq);
             }
             ExecEvent::Record(r) => seen = seen.max(r.seq),
-            ExecEvent::Delta(_) => {}
+            ExecEvent::Delta(_) | ExecEvent::Progress(_) => {}
         }
         let written = match event {
             ExecEvent::Session(s) if json => out.value(&ExecLine::Session(session_json(s))),
@@ -140,6 +141,12 @@ pub(crate) async fn exec(
             ExecEvent::Delta(d) => {
                 in_delta = true;
                 out.partial(&d.chunk)
+            }
+            ExecEvent::Progress(p) if json => out.value(&progress_json(p)),
+            ExecEvent::Progress(p) => {
+                let prefix = if in_delta { "\n" } else { "" };
+                in_delta = false;
+                out.line(&format!("{prefix}{}", progress_line(p)))
             }
         };
         if let Err(e) = written {

@@ -2,12 +2,13 @@
 //! an interrupted `exec` left running.
 
 use agentsessions_cli::output::{record_json, record_line};
-use agentsessions_client::{Client, ClientError};
+use agentsessions_client::{Client, ClientError, WatchItem};
 use agentsessions_wire::pb;
 
 use crate::args::Cli;
 use crate::error::CliError;
 use crate::out::Out;
+use crate::progress::{progress_json, progress_line};
 
 /// How to reach the same server (or journal) again from a shell: the global flags of this
 /// invocation that say where to connect, never a secret (the token stays in the environment).
@@ -81,10 +82,16 @@ pub(crate) async fn watch(
     if from < 1 {
         return Err(CliError::Usage(format!("--from {from}: seqs start at 1")));
     }
-    let mut watch = client.watch(session, from).await?;
+    let mut watch = match client.watch_updates(session, from).await {
+        // A server without WatchUpdates: the records alone.
+        Err(error) if error.code() == tonic::Code::Unimplemented => {
+            client.watch(session, from).await?
+        }
+        watch => watch?,
+    };
     loop {
         let next = tokio::select! {
-            next = watch.next() => next,
+            next = watch.next_item() => next,
             interrupted = tokio::signal::ctrl_c() => {
                 interrupted.map_err(CliError::Output)?;
                 // Stopping a watch is how it is used; the command says where it stood.
@@ -97,7 +104,10 @@ pub(crate) async fn watch(
             }
         };
         match next {
-            Ok(Some(record)) => {
+            Ok(Some(WatchItem::Progress(progress))) => {
+                out.either(&progress_json(&progress), || progress_line(&progress))?;
+            }
+            Ok(Some(WatchItem::Record(record))) => {
                 out.either(&record_json(&record), || record_line(&record))?;
                 if until_end && ends_turn(&record) {
                     return Ok(());
