@@ -1,4 +1,4 @@
-//! A model answer's usage survives the host's death (semantics §3.7: an answer and its usage are
+//! A model answer's usage survives the host's death (semantics §2.5: an answer and its usage are
 //! one append). The chat harness runs in `harnessnode` with its test hook holding each usage
 //! report; the daemon is killed (SIGKILL) once the answer is in the journal and before the
 //! harness reports its usage; restarted on the same journal, the session holds the answer with
@@ -89,7 +89,7 @@ fn replay(daemon: &Daemon, uid: &str) -> String {
     daemon.ok(&["replay", "--session", uid])
 }
 
-// semantics §3.7: the host dies after the answer is journaled and before the harness reports its
+// semantics §2.5: the host dies after the answer is journaled and before the harness reports its
 // usage; the usage is journaled with the answer all the same.
 #[test]
 fn usage_is_journaled_with_its_answer_when_the_host_dies_before_the_harness_reports_it() {

@@ -1,4 +1,4 @@
-//! A model answer's usage is journaled with the answer, in the same append (semantics §3.7), so
+//! A model answer's usage is journaled with the answer, in the same append (semantics §2.5), so
 //! no crash can keep one without the other: it costs an echo-shaped turn no extra sync, a harness
 //! reporting that usage adds no second record, a harness that never reports it still has it
 //! journaled, and replay reproduces every one of these byte for byte with no model call.
@@ -80,7 +80,7 @@ fn usages(records: &[agentsessions_journal::LogRecord]) -> Vec<Usage> {
         .collect()
 }
 
-// semantics §3.7: answer and usage in one append; the echo-shaped turn still waits for two syncs
+// semantics §2.5: answer and usage in one append; the echo-shaped turn still waits for two syncs
 // (MODEL_CALL and END), and OUTPUT and USAGE committed in the same transaction.
 #[tokio::test]
 async fn an_answer_and_its_usage_commit_together_at_no_extra_sync() {
