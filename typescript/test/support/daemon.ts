@@ -1,7 +1,7 @@
 /** The real `agentsessionsd` started on 127.0.0.1 with an ephemeral port (from
  * `$AGENTSESSIONS_BIN_DIR`, default target/debug), killed when the test ends. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -20,9 +20,17 @@ export function binDir(): string {
   return dir;
 }
 
-/** A fresh temporary directory. */
+const made: string[] = [];
+// The daemons are SIGKILLed by then; their journals and logs go with the test process.
+process.once("exit", () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh temporary directory, removed when the test process exits. */
 export function tempDir(prefix = "agentsessions-ts-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
 }
 
 /** A running daemon. */
