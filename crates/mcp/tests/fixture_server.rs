@@ -138,7 +138,7 @@ async fn discovers_tools_with_server_prefixed_names_and_approval_mediations() {
     assert!(
         hub.health()
             .iter()
-            .all(|h| h.status == ServerStatus::Up && h.tools == 9)
+            .all(|h| h.status == ServerStatus::Up && h.tools == 11)
     );
     hub.shutdown().await;
 }
@@ -414,5 +414,63 @@ async fn a_call_sent_before_a_crash_is_reported_unknown_and_not_sent_again() {
         "{redriven:?}"
     );
     assert_eq!(count(&s.count_file), 0);
+    hub.shutdown().await;
+}
+
+/// Collects the progress a hub reports.
+#[derive(Default)]
+struct Collected(std::sync::Mutex<Vec<agentsessions_controller::ToolProgress>>);
+
+impl agentsessions_controller::ProgressSink for Collected {
+    fn progress(&self, progress: agentsessions_controller::ToolProgress) {
+        self.0.lock().unwrap().push(progress);
+    }
+}
+
+// extensions §11: a call's notifications/progress are reported with the session, execution and
+// call they belong to, in order, while the call runs; the result is the tool's as before.
+#[tokio::test]
+async fn a_calls_progress_is_reported_with_its_session_execution_and_call() {
+    let s = setup();
+    let hub = McpHub::start(
+        vec![fixture("fx", &s.count_file)],
+        ToolLedger::in_memory().unwrap(),
+        fast(),
+    )
+    .await
+    .unwrap();
+    let collected = std::sync::Arc::new(Collected::default());
+    hub.report_progress(collected.clone());
+    let result = hub
+        .execute_for(
+            &agentsessions_controller::ToolCallContext::new("s1", "e1"),
+            &call(
+                "fx__slow",
+                "k1",
+                serde_json::json!({"steps": 3, "step_ms": 20}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+    let reports = collected.0.lock().unwrap().clone();
+    let steps: Vec<(f64, Option<f64>, String)> = reports
+        .iter()
+        .map(|p| (p.progress, p.total, p.message.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (1.0, Some(3.0), "step 1".to_owned()),
+            (2.0, Some(3.0), "step 2".to_owned()),
+            (3.0, Some(3.0), "step 3".to_owned()),
+        ]
+    );
+    for report in &reports {
+        assert_eq!(report.session_uid, "s1");
+        assert_eq!(report.execution_id, "e1");
+        assert_eq!(report.tool_call_id, "call-k1");
+        assert_eq!(report.tool, "fx__slow");
+    }
     hub.shutdown().await;
 }
