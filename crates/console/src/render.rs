@@ -433,7 +433,10 @@ mod tests {
         assert_eq!(views[4]["uri"], "test://r/1");
         assert_eq!(views[5]["text"], "hello");
         assert_eq!(views[6]["text"], "annotated");
-        assert_eq!(views[7]["value"]["temp"], 21.0, "numbers are doubles on the wire");
+        assert_eq!(
+            views[7]["value"]["temp"], 21.0,
+            "numbers are doubles on the wire"
+        );
         let other = pb::LogRecord {
             event: Some(pb::Event::default()),
             ..pb::LogRecord::default()
