@@ -15,15 +15,15 @@
 //! when the harness reports it). An answer that carries no usage at all (the default value, which
 //! is also what replay serves for a completion recorded without USAGE) reports none.
 //!
-//! History from earlier turns keeps their tool rounds: every answer that asked for tools is sent
-//! with its tool calls, followed by a `tool` message answering each of them, so the model
-//! remembers what a tool returned turns ago. The answer is the recorded TOOL_RESULT (a denial
+//! History from earlier turns keeps their tool rounds (extensions §10): every answer that asked for
+//! tools is sent with its tool calls, followed by a `tool` message answering each of them, so the
+//! model remembers what a tool returned turns ago. The answer is the recorded TOOL_RESULT (a denial
 //! receipt, the host's "outcome unknown, not retried" or "not run" for a turn it closed, extensions
 //! §9, included); a call that was made but has no result is "outcome unknown"; a call that was
 //! never made (its tool was not offered, the step limit was reached, or the turn ended first) is
 //! "not run". Everything comes from the journal, so replay and resume build the same messages and
-//! call no model and no tool. Journals written before the tool rounds were kept give other
-//! messages for the turns after a tool round, so replaying those turns reports a divergence.
+//! call no model and no tool. Journals written before the tool rounds were kept give other messages
+//! for the turns after a tool round, so replaying those turns reports a divergence.
 //!
 //! # Config
 //!
