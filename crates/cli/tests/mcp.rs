@@ -236,3 +236,95 @@ fn server_log_messages_and_stderr_are_json_log_lines_naming_the_server() {
         "{lines:#?}"
     );
 }
+
+/// server-everything's `dist/index.js` (`$AGENTSESSIONS_SERVER_EVERYTHING`, else the npm
+/// prefixes `target/mcp-everything` or `target/npm-mcp`), when installed with node; else `None`
+/// after a note, unless `AGENTSESSIONS_REQUIRE_MCP_FIXTURES` requires it.
+fn server_everything_or_skip() -> Option<std::path::PathBuf> {
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let installed = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+    let path = std::env::var_os("AGENTSESSIONS_SERVER_EVERYTHING")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain(["mcp-everything", "npm-mcp"].map(|prefix| target.join(prefix).join(installed)))
+        .find(|path| path.exists());
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if let Some(path) = path.filter(|_| node) {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("AGENTSESSIONS_REQUIRE_MCP_FIXTURES").is_none(),
+        "server-everything is not installed (or node is missing), and \
+         AGENTSESSIONS_REQUIRE_MCP_FIXTURES requires it"
+    );
+    eprintln!("skipped: server-everything is not installed");
+    None
+}
+
+// A tool that runs only as an MCP task (server-everything's simulate-research-query,
+// execution.taskSupport "required") is not offered to the model, and why is logged once; a
+// long tool's progress reaches agentctl exec (extensions §11).
+#[test]
+fn task_only_tools_are_not_offered_and_server_everything_progress_is_shown() {
+    let Some(server) = server_everything_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentsessionsd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "journal = \"agents.db\"\n\
+             model = \"directive\"\n\
+             model_provider = \"directive\"\n\
+             [[mcp_servers]]\n\
+             name = \"everything\"\n\
+             command = \"node\"\n\
+             args = [\"{}\", \"stdio\"]\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
+    let mut command = common::Daemon::command();
+    command
+        .args(["--addr", "127.0.0.1:0", "--log-format", "json", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::from(log));
+    let daemon = common::Daemon::spawn(command, false);
+    daemon.wait_for_mcp(&["everything"]);
+    let offered = daemon.ok(&["exec", "--harness", "chat", "which tools?"]);
+    assert!(
+        offered.contains("everything__trigger-long-running-operation"),
+        "{offered}"
+    );
+    assert!(!offered.contains("simulate-research-query"), "{offered}");
+    let uid = offered
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let ran = daemon.ok(&[
+        "exec",
+        "--session",
+        &uid,
+        r#"/tool everything__trigger-long-running-operation {"duration": 1, "steps": 2}"#,
+    ]);
+    assert!(
+        ran.contains("everything__trigger-long-running-operation: 1/2"),
+        "{ran}"
+    );
+    drop(daemon);
+    let logs = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let why = logs
+        .lines()
+        .filter(|l| l.contains("runs only as an MCP task") && l.contains("simulate-research-query"))
+        .count();
+    assert_eq!(why, 1, "{logs}");
+}

@@ -1,17 +1,19 @@
 //! One configured MCP server: connecting to it, keeping its tool list current, noticing when it
 //! dies and reconnecting with a bounded exponential backoff.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceExt as _};
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
+use tokio::io::{
+    AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader,
+};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,6 +28,8 @@ use crate::trace_context::TraceHeaders;
 /// Most bytes of one line of a stdio server's stderr kept in one log line; a longer line goes
 /// on in the next.
 const MAX_STDERR_LINE: usize = 8192;
+/// Bytes of a stdio server's stdout in transit between its relay and rmcp.
+const RELAY_BUFFER: usize = 64 * 1024;
 
 /// Backoff and startup bounds of the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +96,9 @@ pub(crate) struct ServerSlot {
     /// Wakes whoever reports health (one waiter; shared by the hub's slots) when the status or
     /// the tools change.
     changed: Arc<Notify>,
+    /// Tools whose listing says `execution.taskSupport: "required"`: they answer only as MCP
+    /// tasks, which this host does not run, so they are not offered (each logged once).
+    task_only: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for ServerSlot {
@@ -115,6 +122,25 @@ impl ServerSlot {
             }),
             reconnect: Notify::new(),
             changed,
+            task_only: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Notes the tools of a `tools/list` answer that only run as MCP tasks, logging each new one.
+    fn note_task_only(&self, names: Vec<String>) {
+        let mut known = self
+            .task_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for name in names {
+            if known.insert(name.clone()) {
+                tracing::warn!(
+                    component = "mcp",
+                    server = %self.config.name,
+                    tool = %name,
+                    "MCP tool not offered: it runs only as an MCP task (execution.taskSupport \"required\"), which this host does not support"
+                );
+            }
         }
     }
 
@@ -139,8 +165,16 @@ impl ServerSlot {
         }
     }
 
+    /// The tools offered: those listed, but the ones that only run as MCP tasks.
     pub(crate) fn tools(&self) -> Vec<Tool> {
-        self.lock().tools.clone()
+        let task_only = self
+            .task_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut tools = self.lock().tools.clone();
+        tools.retain(|tool| !task_only.contains(tool.name.as_ref()));
+        tools
     }
 
     /// The connection to call on, or why there is none.
@@ -205,11 +239,74 @@ async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin, shutdown: Ca
     }
 }
 
+/// The tools of a `tools/list` answer (one JSON-RPC line) that only run as MCP tasks. rmcp's
+/// `Tool` drops `execution`, so the line is read as it passes.
+fn task_only_tools(line: &[u8]) -> Vec<String> {
+    let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return Vec::new();
+    };
+    let Some(tools) = message.pointer("/result/tools").and_then(|t| t.as_array()) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|tool| {
+            tool.pointer("/execution/taskSupport")
+                .and_then(|v| v.as_str())
+                == Some("required")
+        })
+        .filter_map(|tool| tool.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+        .collect()
+}
+
+/// Hands a stdio server's stdout on to rmcp line by line, noting the tools that only run as
+/// MCP tasks, and reaps the child once its stdout ends. After `shutdown` it waits at most as
+/// long as stopping the server may take.
+async fn relay_stdout(
+    slot: Arc<ServerSlot>,
+    stdout: impl AsyncRead + Unpin,
+    mut relay: tokio::io::DuplexStream,
+    mut process: tokio::process::Child,
+    shutdown: CancellationToken,
+) {
+    let relayed = async {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.windows(11).any(|w| w == b"taskSupport") {
+                slot.note_task_only(task_only_tools(&line));
+            }
+            if relay.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        drop(relay);
+        let _exited = process.wait().await;
+    };
+    let stopped = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(STOP_GRACE.saturating_add(KILL_WAIT)).await;
+    };
+    tokio::select! {
+        () = relayed => {}
+        // The child is killed when dropped here.
+        () = stopped => {}
+    }
+}
+
+/// What a connection's helpers need: the slot, and the tasks and shutdown of the hub.
+type Helpers<'a> = (&'a Arc<ServerSlot>, &'a TaskTracker, &'a CancellationToken);
+
 async fn connect(
     config: &McpServerConfig,
     watcher: ServerNotifications,
     child: &ChildPid,
-    stderr_tasks: (&TaskTracker, &CancellationToken),
+    (slot, tasks, shutdown): Helpers<'_>,
 ) -> Result<Connection, String> {
     match config.validate().map_err(|e| e.to_string())? {
         Endpoint::Command(program) => {
@@ -230,17 +327,30 @@ async fn connect(
             if let Some(dir) = &config.cwd {
                 command.current_dir(dir);
             }
-            let (transport, stderr) = TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::piped())
+            let piped = std::process::Stdio::piped;
+            let mut process = command
+                .stdin(piped())
+                .stdout(piped())
+                .stderr(piped())
                 .spawn()
                 .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-            child.started(transport.id());
-            if let Some(stderr) = stderr {
-                let (tasks, shutdown) = stderr_tasks;
+            child.started(process.id());
+            let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+                return Err(format!("{program:?} started without its stdio"));
+            };
+            if let Some(stderr) = process.stderr.take() {
                 tasks.spawn(log_stderr(config.name.clone(), stderr, shutdown.clone()));
             }
+            let (transport_end, relay_end) = tokio::io::duplex(RELAY_BUFFER);
+            tasks.spawn(relay_stdout(
+                Arc::clone(slot),
+                stdout,
+                relay_end,
+                process,
+                shutdown.clone(),
+            ));
             watcher
-                .serve(transport)
+                .serve((transport_end, stdin))
                 .await
                 .map_err(|e| format!("initialize failed: {e}"))
         }
@@ -343,8 +453,13 @@ pub(crate) async fn supervise(
                 list_changed: changed,
                 progress: Arc::clone(&progress),
             };
-            let connection =
-                connect(&slot.config, notifications, &child, (&tasks, &shutdown)).await?;
+            let connection = connect(
+                &slot.config,
+                notifications,
+                &child,
+                (&slot, &tasks, &shutdown),
+            )
+            .await?;
             match list(connection.peer()).await {
                 Ok(tools) => Ok((connection, tools)),
                 Err(e) => {
@@ -471,5 +586,23 @@ async fn stop_connection<F>(
             );
         }
         let _ended = tokio::time::timeout(KILL_WAIT, &mut ended).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A tools/list answer's task-only tools are read from its line: rmcp's Tool drops
+    // `execution`.
+    #[test]
+    fn task_only_tools_are_read_from_a_tools_list_answer() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[
+            {"name":"plain","inputSchema":{}},
+            {"name":"optional","inputSchema":{},"execution":{"taskSupport":"optional"}},
+            {"name":"research","inputSchema":{},"execution":{"taskSupport":"required"}}]}}"#;
+        assert_eq!(task_only_tools(line), ["research"]);
+        assert!(task_only_tools(b"not json").is_empty());
+        assert!(task_only_tools(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#).is_empty());
     }
 }
