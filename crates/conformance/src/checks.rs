@@ -174,19 +174,33 @@ pub async fn crash_after_usage_does_not_duplicate_accounting(t: &dyn Transport) 
         .await
         .unwrap();
     }
-    truncate_from(&store.path(), SESSION, 6);
+    // The live run's usage: the model's answer's (journaled with it, semantics §3.3) and the
+    // harness's own report. The crash comes after the last of them, before END.
+    let usage_bodies = |all: &[LogRecord]| -> Vec<Option<EventBody>> {
+        all.iter()
+            .filter(|r| r.event.kind == EventKind::Usage)
+            .map(|r| r.event.body.clone())
+            .collect()
+    };
+    let (live_usage, end_seq) = {
+        let live = records(&store.open(), SESSION).await;
+        let end = live.last().map(|r| (r.event.kind, r.seq));
+        assert!(matches!(end, Some((EventKind::End, _))), "{end:?}");
+        (usage_bodies(&live), end.map_or(0, |(_, seq)| seq))
+    };
+    assert!(live_usage.contains(&Some(EventBody::Usage(usage))));
+    truncate_from(&store.path(), SESSION, end_seq);
     let journal = store.open();
     let model = random();
     let c = controller(&journal, t.attach(Arc::new(harness)).await, model.clone());
     assert!(c.resume().await.unwrap().resumed);
     assert_eq!(model.calls(), 0);
     let all = records(&journal, SESSION).await;
-    let usages: Vec<_> = all
-        .iter()
-        .filter(|r| r.event.kind == EventKind::Usage)
-        .collect();
-    assert_eq!(usages.len(), 1);
-    assert_eq!(usages[0].event.body, Some(EventBody::Usage(usage)));
+    assert_eq!(
+        usage_bodies(&all),
+        live_usage,
+        "usage served, never duplicated"
+    );
     assert_eq!(all.last().map(|r| r.event.kind), Some(EventKind::End));
     assert_eq!(c.replay().await.unwrap().model_calls, 0);
     assert_eq!(model.calls(), 0);

@@ -146,10 +146,21 @@ fn message_counts() {
         10
     );
     // 20 published, plus this project's UsageTotals, the ListApprovals messages,
-    // WatchRequest and the ReadRecords messages.
+    // WatchRequest, the ReadRecords messages, and ToolProgress and WatchUpdate (extensions §11).
     assert_eq!(
         count_messages(&file(&set, "session.proto").message_type),
-        27
+        29
+    );
+    assert_eq!(
+        fields(message(&set, "ToolProgress")),
+        [
+            ("execution_id", 1),
+            ("tool_call_id", 2),
+            ("tool", 3),
+            ("progress", 4),
+            ("total", 5),
+            ("message", 6)
+        ]
     );
     assert_eq!(
         fields(message(&set, "ReadRecordsRequest")),
@@ -361,6 +372,7 @@ fn explicit_presence_fields() {
         ("ExecutionStart", "input_count"),
         ("ExecRequest", "expected_last_seq"),
         ("ApproveRequest", "approved"),
+        ("ToolProgress", "total"),
     ] {
         let f = field(message(&set, msg), name);
         assert!(f.proto3_optional(), "{msg}.{name} must be proto3 optional");
@@ -374,7 +386,7 @@ fn explicit_presence_fields() {
         .flat_map(|f| f.message_type.iter())
         .map(|m| m.field.iter().filter(|f| f.proto3_optional()).count())
         .sum();
-    assert_eq!(optional_count, 3);
+    assert_eq!(optional_count, 4);
 }
 
 #[test]
@@ -412,7 +424,11 @@ fn other_oneofs() {
                 "mint_result",
             ][..],
         ),
-        ("ExecUpdate", "update", &["record", "delta", "session"][..]),
+        (
+            "ExecUpdate",
+            "update",
+            &["record", "delta", "session", "progress"][..],
+        ),
         ("HarnessSpec", "placement", &["remote", "substrate"][..]),
     ] {
         let m = message(&set, msg);
@@ -470,6 +486,7 @@ fn services() {
             "ListApprovals",
             "ReadRecords",
             "Watch",
+            "WatchUpdates",
         ]
     );
     assert_eq!(methods(service(&set, "Harness")), ["Describe", "Connect"]);
@@ -499,7 +516,8 @@ fn services() {
             ("Connect", true, true),
             ("Exec", false, true),
             ("Replay", false, true),
-            ("Watch", false, true)
+            ("Watch", false, true),
+            ("WatchUpdates", false, true)
         ]
     );
 }
