@@ -66,31 +66,6 @@ fn answer(request: &Value) -> Value {
     })
 }
 
-/// `answer` as a chat-completions event stream: one chunk with the whole message, then usage.
-fn as_stream(whole: &Value) -> String {
-    let choice = &whole["choices"][0];
-    let message = &choice["message"];
-    let mut delta = json!({"role": "assistant"});
-    if let Some(text) = message["content"].as_str() {
-        delta["content"] = json!(text);
-    }
-    if let Some(calls) = message["tool_calls"].as_array() {
-        let indexed: Vec<Value> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, call)| {
-                let mut call = call.clone();
-                call["index"] = json!(i);
-                call
-            })
-            .collect();
-        delta["tool_calls"] = json!(indexed);
-    }
-    let chunk = json!({"choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]});
-    let usage = json!({"choices": [], "usage": whole["usage"]});
-    format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
-}
-
 /// The stub model server on 127.0.0.1, counting requests; stops with its runtime.
 struct StubModel {
     base_url: String,
@@ -143,7 +118,7 @@ impl StubModel {
                         (
                             StatusCode::OK,
                             [(header::CONTENT_TYPE, "text/event-stream")],
-                            as_stream(&whole),
+                            common::as_stream(&whole),
                         )
                             .into_response()
                     } else {

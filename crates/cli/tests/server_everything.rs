@@ -96,31 +96,6 @@ fn answer(request: &Value) -> Value {
     text("no tool asked for")
 }
 
-/// `whole` as a chat-completions event stream: one chunk with the whole message, then usage.
-fn as_stream(whole: &Value) -> String {
-    let choice = &whole["choices"][0];
-    let message = &choice["message"];
-    let mut delta = json!({"role": "assistant"});
-    if let Some(text) = message["content"].as_str() {
-        delta["content"] = json!(text);
-    }
-    if let Some(calls) = message["tool_calls"].as_array() {
-        let indexed: Vec<Value> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, call)| {
-                let mut call = call.clone();
-                call["index"] = json!(i);
-                call
-            })
-            .collect();
-        delta["tool_calls"] = json!(indexed);
-    }
-    let chunk = json!({"choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]});
-    let usage = json!({"choices": [], "usage": whole["usage"]});
-    format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
-}
-
 /// The model server on 127.0.0.1, keeping every request body; stops with its runtime.
 struct RecordingModel {
     base_url: String,
@@ -153,7 +128,7 @@ impl RecordingModel {
                     if streamed {
                         (
                             [(header::CONTENT_TYPE, "text/event-stream")],
-                            as_stream(&whole),
+                            common::as_stream(&whole),
                         )
                             .into_response()
                     } else {

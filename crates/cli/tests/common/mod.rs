@@ -266,3 +266,28 @@ pub(crate) fn time_server_or_skip() -> bool {
     }
     installed
 }
+
+/// A whole chat-completions answer as a chat-completions event stream: one chunk with the whole message, then usage.
+pub(crate) fn as_stream(whole: &serde_json::Value) -> String {
+    let choice = &whole["choices"][0];
+    let message = &choice["message"];
+    let mut delta = serde_json::json!({"role": "assistant"});
+    if let Some(text) = message["content"].as_str() {
+        delta["content"] = serde_json::json!(text);
+    }
+    if let Some(calls) = message["tool_calls"].as_array() {
+        let indexed: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let mut call = call.clone();
+                call["index"] = serde_json::json!(i);
+                call
+            })
+            .collect();
+        delta["tool_calls"] = serde_json::json!(indexed);
+    }
+    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]});
+    let usage = serde_json::json!({"choices": [], "usage": whole["usage"]});
+    format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
+}
